@@ -1,0 +1,259 @@
+"""A small MCP server on stdio, standard library only.
+
+It serves both protocol eras: the legacy ``initialize`` handshake (2024-11-05 to 2025-11-25) and the
+modern stateless era (2026-07-28, ``server/discover`` and per-request ``_meta``). It exists so that
+the README's quickstart has something to bridge, and so that the tests and the benchmark have a real
+child process whose faults can be switched on from the command line::
+
+    python3 bridge/example_server.py [--crash-after N] [--junk-every N] [--stderr-flood N]
+                                     [--ignore-stdin-eof] [--ignore-sigterm] [--close-stdout-after N]
+
+Tools: ``echo`` (``text`` → the same text), ``add`` (``a`` + ``b``), ``sleep`` (``seconds``, then
+"slept"), ``blob`` (``size`` → a text of that many bytes), ``progress`` (``steps`` progress
+notifications on the request's ``progressToken``, then "done"), ``spawn_grandchild`` (starts a
+``sleep`` in the server's process group and answers with its pid).
+
+Requests are answered one at a time, in order. This file is run as a script, never imported by the
+bridge; it must stay importable on a bare Python 3.11 without the project's dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_VERSIONS = ("2026-07-28",)
+SERVER_INFO = {"name": "mcp-bridge-example", "version": "1.0.0"}
+
+TOOLS = [
+    {
+        "name": "echo",
+        "description": "Return the given text unchanged.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "add",
+        "description": "Add two numbers.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+        },
+    },
+    {
+        "name": "sleep",
+        "description": "Wait the given number of seconds, then answer.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"seconds": {"type": "number"}},
+            "required": ["seconds"],
+        },
+    },
+    {
+        "name": "blob",
+        "description": "Return a text of the given size in bytes.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"size": {"type": "integer", "minimum": 0}},
+            "required": ["size"],
+        },
+    },
+    {
+        "name": "progress",
+        "description": "Send the given number of progress notifications, then answer.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"steps": {"type": "integer", "minimum": 0}},
+            "required": ["steps"],
+        },
+    },
+    {
+        "name": "spawn_grandchild",
+        "description": "Start a long sleep in this server's process group; answer with its pid.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+]
+
+
+class ToolError(Exception):
+    """A tool call whose arguments are wrong: reported as an error result, as MCP asks."""
+
+
+def text_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+class Server:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.requests_seen = 0
+        self.replies_sent = 0
+        self.grandchildren: list[subprocess.Popen] = []
+
+    # -- output -------------------------------------------------------------------------------
+    def write(self, message: dict) -> None:
+        junk_every = self.options.junk_every
+        if junk_every and "id" in message and (self.replies_sent + 1) % junk_every == 0:
+            sys.stdout.buffer.write(b"this line is not JSON-RPC\n")
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        sys.stdout.buffer.write(line.encode("utf-8") + b"\n")
+        sys.stdout.buffer.flush()
+        if "id" in message and "method" not in message:
+            self.replies_sent += 1
+            limit = self.options.close_stdout_after
+            if limit is not None and self.replies_sent >= limit:
+                os.close(1)
+                time.sleep(3600)
+
+    def reply(self, request_id, result: dict) -> None:
+        self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def error(self, request_id, code: int, message: str, data=None) -> None:
+        error = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.write({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def handle_line(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.error(None, -32700, "Parse error")
+            return
+        if not isinstance(message, dict):
+            self.error(None, -32600, "Invalid Request")
+            return
+        method = message.get("method")
+        if method is None:
+            return  # a response to a request we never send, ignore
+        if "id" not in message:
+            return  # notifications need no answer
+        request_id = message["id"]
+        self.requests_seen += 1
+        if self.options.crash_after is not None and self.requests_seen > self.options.crash_after:
+            sys.stderr.write(f"example server: crashing on request {self.requests_seen}\n")
+            sys.stderr.flush()
+            os._exit(3)
+        params = message.get("params") or {}
+        handler = getattr(self, "on_" + method.replace("/", "_"), None)
+        if handler is None:
+            self.error(request_id, -32601, f"Method not found: {method}")
+            return
+        try:
+            result = handler(params, request_id)
+        except ToolError as exc:
+            result = {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        if result is not None:
+            if is_modern(params):
+                result.setdefault("resultType", "complete")
+            self.reply(request_id, result)
+
+    def on_initialize(self, params: dict, request_id) -> dict:
+        requested = params.get("protocolVersion")
+        version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": SERVER_INFO,
+        }
+
+    def on_server_discover(self, params: dict, request_id) -> dict:
+        return {
+            "resultType": "complete",
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
+            "ttlMs": 3_600_000,
+            "cacheScope": "public",
+        }
+
+    def on_ping(self, params: dict, request_id) -> dict:
+        return {}
+
+    def on_tools_list(self, params: dict, request_id) -> dict:
+        return {"tools": TOOLS}
+
+    def on_tools_call(self, params: dict, request_id) -> dict:
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        if name == "echo":
+            return text_result(str(arguments.get("text", "")))
+        if name == "add":
+            return text_result(str(arguments.get("a", 0) + arguments.get("b", 0)))
+        if name == "sleep":
+            time.sleep(float(arguments.get("seconds", 0)))
+            return text_result("slept")
+        if name == "blob":
+            return text_result("x" * int(arguments.get("size", 0)))
+        if name == "progress":
+            token = (params.get("_meta") or {}).get("progressToken")
+            steps = int(arguments.get("steps", 0))
+            for step in range(1, steps + 1):
+                if token is not None:
+                    self.write(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": step, "total": steps},
+                        }
+                    )
+            return text_result("done")
+        if name == "spawn_grandchild":
+            child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
+            self.grandchildren.append(child)
+            return text_result(str(child.pid))
+        raise ToolError(f"Unknown tool: {name}")
+
+
+def is_modern(params: dict) -> bool:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--crash-after", type=int, metavar="N",
+                        help="answer N requests, then exit with status 3 when the next one arrives")
+    parser.add_argument("--junk-every", type=int, metavar="N",
+                        help="write a non-JSON line to stdout before every Nth reply")
+    parser.add_argument("--stderr-flood", type=int, metavar="N", default=0,
+                        help="write N lines to stderr at start")
+    parser.add_argument("--ignore-stdin-eof", action="store_true",
+                        help="keep running after stdin closes")
+    parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
+    parser.add_argument("--close-stdout-after", type=int, metavar="N",
+                        help="close stdout after N replies but stay alive")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    if options.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for number in range(options.stderr_flood):
+        sys.stderr.write(f"example server: stderr line {number}\n")
+    sys.stderr.flush()
+    server = Server(options)
+    for line in sys.stdin.buffer:
+        line = line.strip()
+        if line:
+            server.handle_line(line)
+    if options.ignore_stdin_eof:
+        while True:
+            time.sleep(3600)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
