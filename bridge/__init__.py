@@ -1,0 +1,43 @@
+"""mcp-bridge: serve a stdio MCP server over Unix sockets and TCP, and reach it from stdio clients.
+
+The MCP-aware layer: child processes, relaying, the daemon, the command line. Transports live in the
+``channels`` package, which this one imports and which never imports this one.
+"""
+
+from ._child import ChildProcess, ChildSpec, describe_exit, open_child
+from ._daemon import Daemon, DaemonStatistics, ServeConfig
+from ._errors import (
+    CONNECTION_CLOSED,
+    REPLY_TOO_LARGE,
+    REQUEST_TIMEOUT,
+    TOO_MANY_CONNECTIONS,
+    TOO_MANY_REQUESTS,
+    BridgeError,
+    ChildStartError,
+    ConfigError,
+    error_response,
+)
+from ._limits import Limits
+from ._relay import Ending, Relay
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "REPLY_TOO_LARGE",
+    "REQUEST_TIMEOUT",
+    "TOO_MANY_CONNECTIONS",
+    "TOO_MANY_REQUESTS",
+    "BridgeError",
+    "ChildProcess",
+    "ChildSpec",
+    "ChildStartError",
+    "ConfigError",
+    "Daemon",
+    "DaemonStatistics",
+    "Ending",
+    "Limits",
+    "Relay",
+    "ServeConfig",
+    "describe_exit",
+    "error_response",
+    "open_child",
+]

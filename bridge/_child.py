@@ -1,0 +1,230 @@
+"""The child: an MCP server launched as a process, its stdio as a channel, stopped in MCP order.
+
+Launch (``reliability-anchors.md`` §3): argv is executed directly, never through a shell; the child
+gets its own session and process group (so the whole group can be signalled); its environment is
+built explicitly, from a short allowlist of inherited variables plus what the operator configured,
+so nothing of the bridge's (socket-activation or notify variables, credentials) leaks into it, and no
+client data ever reaches argv or the environment.
+
+Stop, the MCP shutdown order, every step bounded and shielded from cancellation:
+
+1. close the child's stdin;
+2. wait ``stop_stdin_timeout`` for it to exit, still reading its stdout so that a child blocked on a
+   full pipe can finish;
+3. SIGTERM the process group, wait ``stop_term_timeout``;
+4. SIGKILL the process group and reap the child;
+5. SIGKILL the group once more, so that grandchildren left behind by a leader that exited are not
+   orphaned (a grandchild that started its own session escapes this; only a cgroup, such as
+   systemd's ``KillMode=mixed``, reaches those).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from channels import PeerInfo, ProtocolError, StreamChannel
+
+from ._errors import ChildStartError
+from ._limits import Limits
+from ._stderr import RateLimiter, escape_for_log, log_stderr
+
+logger = logging.getLogger(__name__)
+
+# Inherited from the bridge's environment: python-sdk's DEFAULT_INHERITED_ENV_VARS (HOME, LOGNAME,
+# PATH, SHELL, TERM, USER) plus the locale and time zone, which interpreters need to decode text and
+# print dates the way the host does. Everything else must be configured (--env, --pass-env).
+INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE",
+                 "TZ", "TMPDIR")
+# Never passed on, even if asked for: they describe the bridge's own systemd contract, and a child
+# that adopted them would answer systemd in the bridge's name.
+FORBIDDEN_ENV_PREFIXES = ("LISTEN_", "NOTIFY_SOCKET", "WATCHDOG_")
+# Warnings about junk on a child's stdout, per second; the rest are counted in garbage_lines.
+GARBAGE_LOGS_PER_SECOND = 5
+
+
+@attrs.frozen
+class ChildSpec:
+    """What to launch. Fixed when the configuration is loaded; nothing in it comes from clients.
+
+    Attributes:
+        argv: the command and its arguments (``argv[0]`` is looked up in ``PATH``).
+        name: the server's name in logs.
+        env: variables set for the child.
+        pass_env: further variable names inherited from the bridge's environment.
+        cwd: the child's working directory (``None``: the bridge's).
+    """
+
+    argv: tuple[str, ...]
+    name: str = "server"
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    pass_env: tuple[str, ...] = ()
+    cwd: str | None = None
+
+    def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        """The child's complete environment, built from ``inherited`` (normally ``os.environ``)."""
+        names = (*INHERITED_ENV, *self.pass_env)
+        environment = {name: inherited[name] for name in names if name in inherited}
+        environment.update(self.env)
+        return {name: value for name, value in environment.items()
+                if not name.startswith(FORBIDDEN_ENV_PREFIXES)}
+
+
+def describe_exit(returncode: int) -> str:
+    """``"exited with status 3"`` or ``"was killed by SIGKILL"``."""
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+@attrs.define(eq=False)
+class ChildProcess:
+    """A running child. Made by :func:`open_child`, which owns it and stops it on exit.
+
+    Attributes:
+        channel: the child's stdin/stdout as a message channel. Its receiving side is read by
+            exactly one task at a time (the relay's); :meth:`stop` reads it only after that.
+    """
+
+    process: trio.Process
+    channel: StreamChannel
+    spec: ChildSpec
+    limits: Limits
+    garbage_lines: int = attrs.field(init=False, default=0)
+    """Lines of stdout dropped because they were not JSON-RPC messages."""
+    _garbage_log: RateLimiter = attrs.field(init=False, factory=lambda: RateLimiter(GARBAGE_LOGS_PER_SECOND))
+    _stopped: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _stopping: bool = attrs.field(init=False, default=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has been reaped, else ``None``."""
+        return self.process.returncode
+
+    async def wait(self) -> int:
+        """Wait for the process to exit; return its status (negative: killed by that signal)."""
+        return await self.process.wait()
+
+    def note_garbage(self, error: ProtocolError) -> None:
+        """Count (and log, rate-limited) a stdout line that was dropped: the spec forbids a server
+        to write anything but MCP messages there, but killing it for that would turn a stray print
+        into an outage (reliability-anchors scenario 1)."""
+        self.garbage_lines += 1
+        allowed, suppressed = self._garbage_log.admit(trio.current_time())
+        if allowed:
+            logger.warning("[%s pid %d] dropped stdout line that is not a JSON-RPC message (%s): %s%s",
+                           self.spec.name, self.pid, error, escape_for_log(error.excerpt),
+                           f" ({suppressed} more dropped)" if suppressed else "")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (the second-signal path). Reaping is left to
+        :meth:`stop`."""
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone (PermissionError: a pid reused by someone else's process)
+
+    async def stop(self) -> None:
+        """Stop the child in MCP order (module docstring) and reap it. Idempotent.
+
+        Cancel-safe: the sequence is shielded and bounded by the two stop timeouts, so a cancelled
+        caller still leaves no orphan behind.
+        """
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        with trio.CancelScope(shield=True):
+            try:
+                await self._stop_in_order()
+            finally:
+                self._stopped.set()
+
+    async def _stop_in_order(self) -> None:
+        process = self.process
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._discard_output)
+            await trio.aclose_forcefully(process.stdin)  # type: ignore[arg-type]
+            with trio.move_on_after(self.limits.stop_stdin_timeout):
+                await process.wait()
+            if process.returncode is None:
+                logger.info("[%s pid %d] still running %.1fs after stdin closed; sending SIGTERM",
+                            self.spec.name, process.pid, self.limits.stop_stdin_timeout)
+                self._signal_group(signal.SIGTERM)
+                with trio.move_on_after(self.limits.stop_term_timeout):
+                    await process.wait()
+            if process.returncode is None:
+                logger.warning("[%s pid %d] ignored SIGTERM for %.1fs; sending SIGKILL",
+                               self.spec.name, process.pid, self.limits.stop_term_timeout)
+                self._signal_group(signal.SIGKILL)
+                await process.wait()
+            self._signal_group(signal.SIGKILL)  # grandchildren left in the group
+            nursery.cancel_scope.cancel()
+        await trio.aclose_forcefully(self.channel)
+        logger.debug("[%s pid %d] stopped: %s", self.spec.name, process.pid,
+                     describe_exit(process.returncode))
+
+    async def _discard_output(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            while await stdout.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+@asynccontextmanager
+async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProcess]:
+    """Launch the child; on exit from the block, stop it in MCP order and reap it.
+
+    The child's stderr is logged line by line (see :mod:`bridge._stderr`) for as long as the block
+    runs. The caller must not keep the :class:`ChildProcess` beyond the block.
+
+    Raises:
+        ChildStartError: the command could not be started (the message names it and why).
+    """
+    try:
+        process = await trio.lowlevel.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=spec.environment(os.environ),
+            cwd=spec.cwd,
+        )
+    except OSError as exc:
+        raise ChildStartError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
+    assert process.stdout is not None and process.stderr is not None
+    channel = StreamChannel(process.stdio, max_message_bytes=limits.max_child_message,  # type: ignore[arg-type]
+                            peer=PeerInfo("pipe", f"pid {process.pid}"))
+    child = ChildProcess(process, channel, spec, limits)
+    logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(spec.argv))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
+            try:
+                yield child
+            finally:
+                await child.stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        await child.stop()  # also when the nursery itself failed

@@ -1,0 +1,308 @@
+"""The ``mcp-bridge`` command line: ``serve`` (the default) and ``connect``."""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+import trio
+
+from channels import AddressError, ConnectOptions, ListenError, ListenOptions, address_schemes, parse_address
+
+from ._child import ChildSpec
+from ._connect import EXIT_UNAVAILABLE, run_connect
+from ._daemon import Daemon, ServeConfig
+from ._errors import ConfigError
+from ._limits import Limits, parse_duration, parse_size
+
+logger = logging.getLogger("bridge")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # a runtime failure (serve), or a lost connection (connect)
+EXIT_USAGE = 2  # argparse's own code for a malformed command line
+EXIT_CONFIG = 78  # EX_CONFIG (sysexits.h): a setting that cannot work; systemd won't retry it
+
+SERVE_EPILOG = """\
+examples:
+  mcp-bridge --listen unix:/run/mcp.sock -- npx -y @modelcontextprotocol/server-everything
+  mcp-bridge --listen unix:/tmp/mcp.sock --listen tcp:127.0.0.1:7300 -- python3 server.py
+  mcp-bridge connect unix:/tmp/mcp.sock          # from any stdio MCP client
+
+Each connection gets its own child process. SIGTERM or SIGINT stops gracefully
+(in-flight requests finish within --drain-timeout); a second signal stops at once.
+
+exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error, 69 cannot connect,
+78 configuration error (bad address, socket in use, command not found, bad value).
+"""
+
+CONNECT_EPILOG = """\
+examples:
+  mcp-bridge connect unix:/run/mcp.sock
+  mcp-bridge connect tcp:127.0.0.1:7300
+
+stdin and stdout speak newline-delimited JSON-RPC, exactly like a stdio MCP server;
+logs go to stderr. EOF on stdin half-closes the connection, so replies still in
+flight arrive before it exits. exit codes: 0 done, 1 connection lost or closed by
+the bridge, 2 usage error, 69 cannot connect, 78 bad address.
+"""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("mcp-bridge")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _size(field: str):  # type: ignore[no-untyped-def]
+    def convert(text: str) -> int:
+        try:
+            return parse_size(text, field=field)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _duration(field: str):  # type: ignore[no-untyped-def]
+    def convert(text: str) -> float:
+        try:
+            return parse_duration(text, field=field)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
+
+
+def _mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected octal permission bits such as 0600, got {text!r}") from None
+    if mode & ~0o777 or mode & 0o007:
+        raise argparse.ArgumentTypeError(
+            f"{text}: socket mode must be within 0770 (no access for others); use 0600 or 0660")
+    return mode
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"],
+                        help="log verbosity on stderr (default: info)")
+    parser.add_argument("--version", action="version", version=f"mcp-bridge {_version()}")
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    limits = Limits()
+    parser = argparse.ArgumentParser(
+        prog="mcp-bridge",
+        usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]",
+        description="Launch a stdio MCP server and serve it on Unix sockets and TCP, "
+                    "one child process per connection.",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    schemes = ", ".join(f"{scheme}:" for scheme in address_schemes())
+    parser.add_argument("--listen", action="append", required=True, metavar="ADDRESS",
+                        help=f"where to accept clients ({schemes}); repeat for several")
+    child = parser.add_argument_group("child process")
+    child.add_argument("--name", default="server", help="the server's name in logs")
+    child.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                       help="set a variable in the child's environment (repeatable)")
+    child.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                       help="pass a variable of the bridge's environment on to the child "
+                            "(repeatable; HOME, PATH, USER, LANG and a few more always are)")
+    child.add_argument("--cwd", metavar="DIR", help="the child's working directory")
+    security = parser.add_argument_group("security")
+    security.add_argument("--socket-mode", type=_mode, default=0o600, metavar="MODE",
+                          help="permissions of Unix socket files (default: 0600)")
+    security.add_argument("--socket-group", metavar="GROUP",
+                          help="group of Unix socket files (name or id), e.g. with --socket-mode 0660")
+    security.add_argument("--insecure-no-auth", action="store_true",
+                          help="allow TCP listeners on non-loopback addresses without authentication")
+    bounds = parser.add_argument_group("limits and timeouts")
+    bounds.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
+                        default=limits.max_client_message,
+                        help="longest message from a client (default: 4MiB)")
+    bounds.add_argument("--max-child-message", type=_size("--max-child-message"), metavar="SIZE",
+                        default=limits.max_child_message,
+                        help="longest message from the child (default: 16MiB)")
+    bounds.add_argument("--max-connections", type=_positive, default=limits.max_connections,
+                        metavar="N", help=f"connections served at once (default: {limits.max_connections})")
+    bounds.add_argument("--max-in-flight", type=_positive, default=limits.max_in_flight, metavar="N",
+                        help=f"requests in flight per connection (default: {limits.max_in_flight})")
+    for flag, attribute, what in (
+        ("--send-timeout", "send_timeout", "a client may take to accept one write"),
+        ("--half-close-timeout", "half_close_timeout", "replies may take after a client's EOF"),
+        ("--drain-timeout", "drain_timeout", "in-flight requests may take on SIGTERM"),
+        ("--stop-stdin-timeout", "stop_stdin_timeout", "a child may take to exit after stdin closes"),
+        ("--stop-term-timeout", "stop_term_timeout", "a child may take to exit after SIGTERM"),
+    ):
+        default = getattr(limits, attribute)
+        bounds.add_argument(flag, dest=attribute, type=_duration(flag), default=default,
+                            metavar="DURATION", help=f"how long {what} (default: {default:g}s)")
+    _add_common(parser)
+    return parser
+
+
+def connect_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-bridge connect",
+        description="Relay stdin/stdout to a bridge, so a stdio-only MCP client can use it.",
+        epilog=CONNECT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("address", metavar="ADDRESS", help="the bridge's address, e.g. unix:/run/mcp.sock")
+    parser.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
+                        default=ConnectOptions().max_message_bytes,
+                        help="longest message accepted in either direction (default: 16MiB)")
+    _add_common(parser)
+    return parser
+
+
+def _resolve_group(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    try:
+        return grp.getgrnam(text).gr_gid
+    except KeyError:
+        raise ConfigError(f"--socket-group: no group named {text!r}") from None
+
+
+def _check_command(spec: ChildSpec) -> None:
+    command = spec.argv[0]
+    if os.sep in command:
+        path = os.path.join(spec.cwd or os.getcwd(), command)
+        if not os.access(path, os.X_OK) or os.path.isdir(path):
+            raise ConfigError(f"command {command!r} is not an executable file")
+    elif shutil.which(command, path=spec.environment(os.environ).get("PATH")) is None:
+        raise ConfigError(f"command {command!r} not found in PATH")
+
+
+def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> ServeConfig:
+    """Turn parsed options into a :class:`ServeConfig`.
+
+    Raises:
+        ConfigError: naming the option and the fix.
+    """
+    if not command:
+        raise ConfigError("no server command: put it after '--', e.g. -- python3 server.py")
+    try:
+        addresses = tuple(parse_address(text) for text in options.listen)
+    except AddressError as exc:
+        raise ConfigError(f"--listen {exc}") from None
+    env = {}
+    for item in options.env:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise ConfigError(f"--env {item!r}: expected NAME=VALUE")
+        env[name] = value
+    if options.cwd is not None and not os.path.isdir(options.cwd):
+        raise ConfigError(f"--cwd {options.cwd!r}: not a directory")
+    spec = ChildSpec(argv=tuple(command), name=options.name, env=env,
+                     pass_env=tuple(options.pass_env), cwd=options.cwd)
+    _check_command(spec)
+    limits = Limits(
+        max_client_message=options.max_message,
+        max_child_message=options.max_child_message,
+        max_connections=options.max_connections,
+        max_in_flight=options.max_in_flight,
+        send_timeout=options.send_timeout,
+        half_close_timeout=options.half_close_timeout,
+        drain_timeout=options.drain_timeout,
+        stop_stdin_timeout=options.stop_stdin_timeout,
+        stop_term_timeout=options.stop_term_timeout,
+    )
+    group = None if options.socket_group is None else _resolve_group(options.socket_group)
+    listen_options = ListenOptions(socket_mode=options.socket_mode, socket_group=group,
+                                   allow_non_loopback=options.insecure_no_auth)
+    return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options)
+
+
+async def serve(config: ServeConfig) -> int:
+    """Run the daemon with signal handling: the first SIGTERM/SIGINT stops gracefully, the second
+    kills the children and stops at once."""
+    daemon = Daemon(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            daemon_scope = trio.CancelScope()
+
+            async def watch_signals() -> None:
+                received = 0
+                async for signum in signals:
+                    received += 1
+                    name = signal.Signals(signum).name
+                    if received == 1:
+                        logger.info("%s received: stopping gracefully", name)
+                        daemon.stop()
+                    else:
+                        logger.warning("%s received again: stopping now", name)
+                        daemon.kill_children()
+                        daemon_scope.cancel()
+
+            nursery.start_soon(watch_signals)
+            with daemon_scope:
+                await daemon.run()
+            nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``mcp-bridge``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["connect"]:
+        options = connect_parser().parse_args(args[1:])
+        _configure_logging(options.log_level)
+        try:
+            address = parse_address(options.address)
+        except AddressError as exc:
+            logger.error("%s", exc)
+            return EXIT_CONFIG
+        return trio.run(run_connect, address, ConnectOptions(max_message_bytes=options.max_message))
+    if args[:1] == ["serve"]:
+        args = args[1:]
+    command: list[str] = []
+    if "--" in args:
+        split = args.index("--")
+        args, command = args[:split], args[split + 1 :]
+    options = serve_parser().parse_args(args)
+    _configure_logging(options.log_level)
+    try:
+        config = build_serve_config(options, command)
+        return trio.run(serve, config)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: report, choose the code
+        leaves = list(_leaves(exc))
+        if all(isinstance(leaf, (ListenError, ConfigError)) for leaf in leaves):
+            for leaf in leaves:
+                logger.error("%s", leaf)
+            return EXIT_CONFIG
+        logger.error("mcp-bridge failed", exc_info=exc)
+        return EXIT_FAILURE
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups; trio wraps what escapes a nursery."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+__all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]

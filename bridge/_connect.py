@@ -1,0 +1,129 @@
+"""``mcp-bridge connect ADDRESS``: stdio on one side, a channel on the other.
+
+Any stdio-only MCP client can launch this as if it were the server. stdout carries only protocol
+messages (logs go to stderr). The local client's EOF on stdin half-closes the connection, so replies
+still in flight arrive before the bridge closes its end; the bridge closing first, or the connection
+breaking, is a lost connection and exits non-zero with a message on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+import trio
+
+from channels import (
+    Address,
+    ConnectError,
+    ConnectOptions,
+    JSONObject,
+    MessageChannel,
+    PeerInfo,
+    ProtocolError,
+    StreamChannel,
+    open_stdio_stream,
+    receive_batch,
+)
+
+from ._errors import error_response
+from ._relay import BATCH
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_LOST = 1  # the connection closed or broke while the local client still used it
+EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: could not connect
+
+
+@attrs.define(eq=False)
+class _Connection:
+    local: MessageChannel
+    remote: MessageChannel
+    local_done: bool = False
+    exit_code: int = EXIT_OK
+    _write_lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    def lost(self, exc: BaseException) -> None:
+        if self.exit_code == EXIT_OK:
+            logger.error("connection to %s lost: %s", self.remote.peer, exc)
+            self.exit_code = EXIT_LOST
+
+    async def write_local(self, messages: list[JSONObject]) -> None:
+        async with self._write_lock:
+            await self.local.send_many(messages)
+
+    async def upstream(self) -> None:
+        """stdin → remote; on stdin EOF, half-close the connection."""
+        while True:
+            try:
+                items = await receive_batch(self.local, BATCH)
+            except (trio.EndOfChannel, trio.BrokenResourceError):
+                self.local_done = True
+                try:
+                    await self.remote.send_eof()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, NotImplementedError):
+                    pass
+                return
+            forward = [item for item in items if not isinstance(item, ProtocolError)]
+            errors = [error_response(item.request_id, item.rpc_code, "Invalid message", item.reason,
+                                     detail=str(item))
+                      for item in items if isinstance(item, ProtocolError)]
+            if errors:
+                await self.write_local(errors)  # never sent on: the bridge would refuse it too
+            if forward:
+                try:
+                    await self.remote.send_many(forward)
+                except trio.BrokenResourceError as exc:
+                    self.lost(exc)
+                    return
+
+    async def downstream(self) -> None:
+        """remote → stdout, until the remote end closes."""
+        while True:
+            try:
+                items = await receive_batch(self.remote, BATCH)
+            except trio.EndOfChannel:
+                if not self.local_done:
+                    logger.error("connection closed by the bridge (%s)", self.remote.peer)
+                    self.exit_code = EXIT_LOST
+                return
+            except trio.BrokenResourceError as exc:
+                self.lost(exc)
+                return
+            messages = []
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    logger.warning("dropped an invalid message from the bridge: %s", item)
+                else:
+                    messages.append(item)
+            if messages:
+                try:
+                    await self.write_local(messages)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return  # the local client closed its stdin side: it is done with us
+
+
+async def run_connect(address: Address, options: ConnectOptions) -> int:
+    """Relay this process's stdio to ``address`` until either side is done; return the exit code."""
+    try:
+        remote = await address.connect(options)
+    except ConnectError as exc:
+        logger.error("cannot connect: %s", exc)
+        return EXIT_UNAVAILABLE
+    local = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
+                          peer=PeerInfo("stdio"))
+    connection = _Connection(local, remote)
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def downstream_then_stop() -> None:
+                await connection.downstream()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(connection.upstream)
+            nursery.start_soon(downstream_then_stop)
+    finally:
+        await trio.aclose_forcefully(remote)
+        await trio.aclose_forcefully(local)
+    return connection.exit_code

@@ -1,0 +1,237 @@
+"""The daemon: listeners, one child per connection, graceful stop.
+
+Task tree (one visible tree, trio style)::
+
+    Daemon.run
+    ├── accepting: trio.serve_listeners over every listener   (cancelled when stopping)
+    └── connections: one _handle task per accepted channel
+        └── open_child → Relay.run                             (its own nursery of pumps)
+
+A graceful stop (:meth:`Daemon.stop`, which the CLI calls on SIGTERM/SIGINT) closes the listeners,
+lets each connection finish its in-flight requests within ``drain_timeout`` (new requests are refused
+with ``-32000``), answers whatever is left, and stops every child in MCP order. A connection that is
+still busy ``STOP_GRACE`` after the drain deadline (a client that does not read its last replies) is
+cancelled; its child is still stopped in order, because that part is shielded.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import attrs
+import trio
+
+from channels import (
+    Address,
+    ListenOptions,
+    MessageChannel,
+    MessageListener,
+    receive_batch,
+)
+
+from ._child import ChildProcess, ChildSpec, open_child
+from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, error_response
+from ._limits import Limits
+from ._relay import Relay
+
+logger = logging.getLogger(__name__)
+
+# After the drain deadline, connections get this long to flush their last replies before they are
+# cancelled (the child stop that follows is bounded separately by the stop timeouts).
+STOP_GRACE = 2.0
+# A refused connection (over the cap, or its child failed to start) gets this long to send its
+# first request, so that the refusal can answer it by id, and to read the answer.
+REFUSAL_TIMEOUT = 5.0
+
+
+@attrs.frozen
+class ServeConfig:
+    """Everything one bridge serves.
+
+    Attributes:
+        listen: where to accept clients.
+        child: the server to launch for each connection.
+        limits: bounds and timeouts.
+        listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
+            from ``limits``).
+    """
+
+    listen: tuple[Address, ...]
+    child: ChildSpec
+    limits: Limits = Limits()
+    listen_options: ListenOptions = ListenOptions()
+
+
+@attrs.frozen
+class DaemonStatistics:
+    """A snapshot of the daemon's counters.
+
+    Attributes:
+        connections: connections being served now.
+        connections_total: connections accepted since start (refused ones included).
+        connections_refused: connections refused (over the cap, or their child failed to start).
+        requests_in_flight: requests awaiting a reply, over all connections.
+        children: child processes running now.
+        child_garbage_lines: stdout lines dropped from children because they were not JSON-RPC.
+    """
+
+    connections: int
+    connections_total: int
+    connections_refused: int
+    requests_in_flight: int
+    children: int
+    child_garbage_lines: int
+
+
+@attrs.define(eq=False)
+class Daemon:
+    """Serves one MCP server on every configured address, one child per connection.
+
+    Args:
+        config: what to serve.
+    """
+
+    config: ServeConfig
+    addresses: list[str] = attrs.field(init=False, factory=list)
+    """The bound addresses (real ports included), once :meth:`run` has started."""
+    _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _relays: set[Relay] = attrs.field(init=False, factory=set)
+    _children: set[ChildProcess] = attrs.field(init=False, factory=set)
+    _connections: int = attrs.field(init=False, default=0)
+    _connections_total: int = attrs.field(init=False, default=0)
+    _connections_refused: int = attrs.field(init=False, default=0)
+    _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
+
+    def statistics(self) -> DaemonStatistics:
+        return DaemonStatistics(
+            connections=self._connections,
+            connections_total=self._connections_total,
+            connections_refused=self._connections_refused,
+            requests_in_flight=sum(relay.in_flight for relay in self._relays),
+            children=len(self._children),
+            child_garbage_lines=self._garbage_of_stopped_children
+            + sum(child.garbage_lines for child in self._children),
+        )
+
+    def stop(self) -> None:
+        """Begin a graceful stop (idempotent, callable from any task)."""
+        if not self._stopping.is_set():
+            logger.info("stopping: %d connections, %d requests in flight", self._connections,
+                        sum(relay.in_flight for relay in self._relays))
+            self._stopping.set()
+
+    def kill_children(self) -> None:
+        """SIGKILL every child's process group now (the second-signal path); they are still reaped
+        by their connections."""
+        for child in self._children:
+            child.kill()
+
+    async def run(self, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until :meth:`stop` has been called and every connection has ended.
+
+        Reports the bound addresses through ``task_status`` once every listener is open (the
+        readiness point: ``await nursery.start(daemon.run)``).
+
+        Raises:
+            channels.ListenError: a listener could not be opened (nothing is left open).
+        """
+        listeners = await self._open_listeners()
+        try:
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as accepting:
+                    await accepting.start(
+                        partial(trio.serve_listeners, self._handle, listeners,
+                                handler_nursery=connections)
+                    )
+                    for listener in listeners:
+                        logger.info("listening on %s", listener.address)
+                    task_status.started(self.addresses)
+                    await self._stopping.wait()
+                    accepting.cancel_scope.cancel()
+                connections.cancel_scope.deadline = (
+                    trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE
+                )
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+        logger.info("stopped")
+
+    async def _open_listeners(self) -> list[MessageListener]:
+        options = attrs.evolve(self.config.listen_options,
+                               max_message_bytes=self.config.limits.max_client_message)
+        listeners: list[MessageListener] = []
+        try:
+            for address in self.config.listen:
+                listeners.extend(await address.listen(options))
+        except BaseException:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+            raise
+        self.addresses = [listener.address for listener in listeners]
+        return listeners
+
+    async def _handle(self, client: MessageChannel) -> None:
+        """Serve one connection. ``serve_listeners`` closes ``client`` after this returns."""
+        self._connections_total += 1
+        limits = self.config.limits
+        if self._connections >= limits.max_connections or self._stopping.is_set():
+            self._connections_refused += 1
+            logger.warning("%s: refused, %d connections already (--max-connections)",
+                           client.peer, self._connections)
+            await self._refuse(client, TOO_MANY_CONNECTIONS, "Too many connections",
+                               "too-many-connections", limit=limits.max_connections)
+            return
+        self._connections += 1
+        try:
+            await self._relay(client)
+        except ChildStartError as exc:
+            self._connections_refused += 1
+            logger.error("%s: %s", client.peer, exc)
+            await self._refuse(client, CONNECTION_CLOSED, "Connection closed", "child-start-failed",
+                               detail=str(exc))
+        except Exception:
+            # A bug in the bridge must cost one connection, not the daemon; the child was stopped
+            # by open_child on the way out.
+            logger.exception("%s: internal error; connection closed", client.peer)
+        finally:
+            self._connections -= 1
+            if client.peer.transport == "stdio":
+                self.stop()  # the one stdio connection was the daemon's whole purpose
+
+    async def _relay(self, client: MessageChannel) -> None:
+        started: ChildProcess | None = None
+        try:
+            async with open_child(self.config.child, self.config.limits) as child:
+                started = child
+                self._children.add(child)
+                logger.info("%s: connected; child pid %d", client.peer, child.pid)
+                relay = Relay(client, child, self.config.limits, self._stopping)
+                self._relays.add(relay)
+                try:
+                    ending = await relay.run()
+                finally:
+                    self._relays.discard(relay)
+                logger.info("%s: %s", client.peer, ending.description)
+                await trio.aclose_forcefully(client)  # the client sees its end before the child stops
+        finally:
+            if started is not None:  # stopped and reaped by now
+                self._children.discard(started)
+                self._garbage_of_stopped_children += started.garbage_lines
+
+    async def _refuse(self, client: MessageChannel, code: int, message: str, reason: str,
+                      **data: object) -> None:
+        """Answer the client's first requests with an error, then let the connection close.
+
+        Errors that name no request (id null) would leave an MCP client waiting on its own id, so
+        the refusal waits briefly for the first batch and answers each request in it by id.
+        """
+        with trio.move_on_after(REFUSAL_TIMEOUT):
+            try:
+                items = await receive_batch(client, 64)
+                replies = [error_response(item["id"], code, message, reason, **data)
+                           for item in items if isinstance(item, dict) and "method" in item
+                           and "id" in item]
+                await client.send_many(replies or [error_response(None, code, message, reason, **data)])
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass

@@ -1,0 +1,58 @@
+"""Errors the bridge itself sends, and the exceptions it raises.
+
+Codes (DESIGN.md §7, listed in the README): the JSON-RPC standard codes where they fit; the SDKs'
+transport conventions (``-32000`` connection closed, ``-32001`` request timeout) so clients recognise
+them; anything else bridge-specific outside ``-32768..-32000`` (MCP 2026-07-28 reserves that range).
+Every error the bridge writes carries ``data.reason``, a stable machine-readable tag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels import INVALID_REQUEST, PARSE_ERROR, JSONObject, RequestId
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "INVALID_REQUEST",
+    "PARSE_ERROR",
+    "REPLY_TOO_LARGE",
+    "REQUEST_TIMEOUT",
+    "TOO_MANY_CONNECTIONS",
+    "TOO_MANY_REQUESTS",
+    "BridgeError",
+    "ChildStartError",
+    "ConfigError",
+    "error_response",
+]
+
+CONNECTION_CLOSED = -32000  # python-sdk CONNECTION_CLOSED: child gone, connection ending, stopping
+REQUEST_TIMEOUT = -32001  # python-sdk REQUEST_TIMEOUT
+REPLY_TOO_LARGE = -31001  # the child's reply exceeded the child message limit and was dropped
+TOO_MANY_REQUESTS = -31002  # the connection already has the maximum number of requests in flight
+TOO_MANY_CONNECTIONS = -31003  # sent with id null just before closing a connection over the cap
+
+
+def error_response(request_id: RequestId | None, code: int, message: str, reason: str,
+                   **data: Any) -> JSONObject:
+    """A JSON-RPC error response with ``data.reason`` (and any further ``data`` fields)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": {"reason": reason, **data}},
+    }
+
+
+class BridgeError(Exception):
+    """Base of the bridge's own exceptions."""
+
+
+class ConfigError(BridgeError):
+    """The configuration or command line cannot work; the message names the setting and the fix.
+
+    The CLI exits with :data:`bridge._cli.EXIT_CONFIG` (78, ``EX_CONFIG``).
+    """
+
+
+class ChildStartError(BridgeError):
+    """The child process could not be started (command not found, permission denied, ...)."""

@@ -1,0 +1,372 @@
+"""Per-connection relay: one client channel to one child, with stdio semantics kept exactly.
+
+Messages pass both ways unchanged in meaning (re-encoded canonically by the channels). The relay keeps
+the bookkeeping that makes the guarantees hold (DESIGN.md §5):
+
+* every request the client sends gets exactly one reply: the child's, or the bridge's error when the
+  child exits, the connection is ending, or the request cannot be forwarded (1);
+* bad client input is answered (``-32700``/``-32600``) and never reaches the child; junk on the
+  child's stdout is logged and dropped (2);
+* every queue is bounded and a slow side gets backpressure, never buffering (4).
+
+Tasks, all inside :meth:`Relay.run`: ``_pump_client`` (client → child), ``_pump_child`` (child →
+client), ``_write_to_client`` (the only writer to the client, fed by a bounded queue that both pumps
+use), ``_watch_child`` and ``_watch_stopping``. The first condition that ends the connection is
+recorded as an :class:`Ending`; the pumps are then cancelled, the requests still in flight are
+answered with the Ending's error, the queue is flushed (each write bounded by ``send_timeout``), and
+``run`` returns. Closing the client and stopping the child are left to their owners.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
+
+from ._child import ChildProcess, describe_exit
+from ._errors import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    REPLY_TOO_LARGE,
+    TOO_MANY_REQUESTS,
+    error_response,
+)
+from ._inflight import DuplicateRequest, InFlight, TooManyRequests
+from ._limits import Limits
+
+logger = logging.getLogger(__name__)
+
+# Most messages moved per read or write: one system call carries a whole pipelined burst, while a
+# flood of small messages still yields to other connections regularly.
+BATCH = 64
+
+_ERROR_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request"}
+
+
+@attrs.frozen
+class Ending:
+    """Why a connection ended, and the error that answers its requests still in flight.
+
+    Attributes:
+        description: for the log.
+        reason: ``error.data.reason`` of the replies to requests still in flight.
+        code: their ``error.code``.
+        data: further ``error.data`` fields.
+    """
+
+    description: str
+    reason: str
+    code: int = CONNECTION_CLOSED
+    data: dict[str, Any] = attrs.field(factory=dict)
+
+
+CLIENT_DONE = Ending("client closed the connection", "client-closed")
+CLIENT_GONE = Ending("client disconnected", "client-disconnected")
+
+
+@attrs.define(eq=False)
+class Relay:
+    """Relays one client channel and one child until either side ends.
+
+    Args:
+        client: the client's channel. The relay reads and writes it; the caller owns and closes it.
+        child: the child serving only this client. The caller owns it and stops it afterwards.
+        limits: bounds and timeouts.
+        stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
+            flight get ``limits.drain_timeout`` to finish.
+    """
+
+    client: MessageChannel
+    child: ChildProcess
+    limits: Limits
+    stopping: trio.Event = attrs.field(factory=trio.Event)
+
+    ending: Ending | None = attrs.field(init=False, default=None)
+    _in_flight: InFlight = attrs.field(init=False)
+    _child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
+    _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _outbox: trio.MemorySendChannel[JSONObject] = attrs.field(init=False)
+    _outbox_reader: trio.MemoryReceiveChannel[JSONObject] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._in_flight = InFlight(self.limits.max_in_flight)
+        self._idle.set()
+        self._outbox, self._outbox_reader = trio.open_memory_channel(self.limits.client_queue)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests awaiting a reply."""
+        return len(self._in_flight)
+
+    async def run(self) -> Ending:
+        """Relay until the connection ends; return why. Never raises for transport failures."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_to_client)
+            async with trio.open_nursery() as tasks:
+                tasks.start_soon(self._pump_client)
+                tasks.start_soon(self._pump_child)
+                tasks.start_soon(self._watch_child)
+                tasks.start_soon(self._watch_stopping)
+                await self._ended.wait()
+                tasks.cancel_scope.cancel()
+            assert self.ending is not None
+            await self._answer_in_flight(self.ending)
+            await self._outbox.aclose()
+        return self.ending
+
+    # -- ending --------------------------------------------------------------------------------
+
+    def _end(self, ending: Ending) -> None:
+        if self.ending is None:
+            self.ending = ending
+            self._ended.set()
+
+    async def _answer_in_flight(self, ending: Ending) -> None:
+        for request_id in self._in_flight.take_all():
+            reply = error_response(request_id, ending.code, "Connection closed", ending.reason,
+                                   detail=ending.description, **ending.data)
+            if not await self._queue(reply):
+                return
+
+    async def _wait_idle(self) -> None:
+        while len(self._in_flight):
+            await self._idle.wait()
+
+    def _opened(self, request_id: Any) -> None:
+        self._in_flight.open(request_id)
+        if self._idle.is_set():
+            self._idle = trio.Event()
+
+    def _check_idle(self) -> None:
+        if not len(self._in_flight):
+            self._idle.set()
+
+    # -- client to child -----------------------------------------------------------------------
+
+    async def _pump_client(self) -> None:
+        consecutive_errors = 0
+        while True:
+            try:
+                items = await receive_batch(self.client, BATCH)
+            except trio.EndOfChannel:
+                await self._half_closed()
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._end(CLIENT_GONE)
+                return
+            forward: list[JSONObject] = []
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    consecutive_errors += 1
+                    if not await self._answer_bad_input(item, consecutive_errors):
+                        return
+                    continue
+                consecutive_errors = 0
+                if await self._admit(item):
+                    forward.append(item)
+            if forward:
+                try:
+                    await self.child.channel.send_many(forward)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._child_input_closed()
+                    return
+
+    async def _answer_bad_input(self, error: ProtocolError, count: int) -> bool:
+        """Answer one bad message; False when the connection must end because of it."""
+        data: dict[str, Any] = {"detail": str(error)}
+        if isinstance(error, MessageTooLarge):
+            data["limit"] = error.limit
+            message = "Message too large"
+        else:
+            message = _ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
+        await self._queue(error_response(error.request_id, error.rpc_code, message, error.reason,
+                                         **data))
+        logger.info("%s: %s (%s)", self.client.peer, message, error)
+        if isinstance(error, MessageTooLarge):
+            # The rest of that line is skipped, but a peer that sends one is not trusted to frame.
+            self._end(Ending("client sent an over-long message", "message-too-large",
+                             INVALID_REQUEST))
+            return False
+        if count >= self.limits.max_consecutive_errors:
+            self._end(Ending(f"client sent {count} invalid messages in a row",
+                             "too-many-invalid-messages", INVALID_REQUEST))
+            return False
+        return True
+
+    async def _admit(self, message: JSONObject) -> bool:
+        """Book-keep one valid client message; False if it is answered here instead of forwarded."""
+        message_kind = kind(message)
+        if message_kind is Kind.REQUEST:
+            request_id = message["id"]
+            if self.stopping.is_set():
+                await self._queue(error_response(request_id, CONNECTION_CLOSED, "Connection closed",
+                                                 "shutting-down", detail="the bridge is stopping"))
+                return False
+            try:
+                self._opened(request_id)
+            except DuplicateRequest:
+                await self._queue(error_response(request_id, INVALID_REQUEST, "Invalid Request",
+                                                 "duplicate-id",
+                                                 detail="this id is already in flight"))
+                return False
+            except TooManyRequests:
+                await self._queue(error_response(request_id, TOO_MANY_REQUESTS, "Too many requests",
+                                                 "too-many-requests", limit=self.limits.max_in_flight))
+                return False
+            return True
+        if message_kind is Kind.NOTIFICATION:
+            if message["method"] == "notifications/cancelled":
+                params = message.get("params")
+                if isinstance(params, dict) and self._in_flight.cancel(params.get("requestId")):
+                    self._check_idle()
+            return True
+        # A response: only to a request the child sent to this client.
+        if message["id"] in self._child_requests:
+            del self._child_requests[message["id"]]
+            return True
+        logger.debug("%s: dropped a response to no request of the child: id %r",
+                     self.client.peer, message["id"])
+        return False
+
+    async def _half_closed(self) -> None:
+        """The client sent EOF: deliver what is in flight (bounded), then end."""
+        with trio.move_on_after(self.limits.half_close_timeout):
+            await self._wait_idle()
+            self._end(CLIENT_DONE)
+            return
+        self._end(Ending(f"client's requests were unanswered {self.limits.half_close_timeout}s "
+                         "after it closed its end", "half-close-timeout"))
+
+    async def _child_input_closed(self) -> None:
+        # Usually the child has exited and _watch_child is about to say so with its status.
+        with trio.move_on_after(self.limits.exit_drain_timeout + 0.5):
+            await self._ended.wait()
+        self._end(Ending("child closed its stdin", "child-exited"))
+
+    # -- child to client -----------------------------------------------------------------------
+
+    async def _pump_child(self) -> None:
+        channel = self.child.channel
+        while True:
+            try:
+                items = await receive_batch(channel, BATCH)
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._child_eof.set()
+                return
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    await self._child_sent_bad_output(item)
+                    continue
+                message_kind = kind(item)
+                if message_kind is Kind.RESPONSE:
+                    request_id = item["id"]
+                    if request_id is None:
+                        await self._queue(item)  # an error the child could not attribute
+                    elif request_id in self._in_flight:
+                        # Queue first, then mark answered: a cancelled queueing leaves the request
+                        # in flight, to be answered by the bridge, never twice and never not at all.
+                        if not await self._queue(item):
+                            return
+                        self._in_flight.close(request_id)
+                        self._check_idle()
+                    else:
+                        self._in_flight.close(request_id)
+                        logger.debug("%s: dropped the child's reply to no request in flight: id %r",
+                                     self.client.peer, request_id)
+                    continue
+                if message_kind is Kind.REQUEST:
+                    self._remember_child_request(item["id"])
+                if not await self._queue(item):
+                    return
+
+    def _remember_child_request(self, request_id: Any) -> None:
+        self._child_requests[request_id] = None
+        if len(self._child_requests) > self.limits.max_in_flight:
+            del self._child_requests[next(iter(self._child_requests))]
+
+    async def _child_sent_bad_output(self, error: ProtocolError) -> None:
+        if not isinstance(error, MessageTooLarge):
+            self.child.note_garbage(error)
+            return
+        limit = error.limit
+        request_id = error.request_id
+        if request_id is not None and request_id in self._in_flight:
+            logger.warning("[%s pid %d] reply to %r is larger than %d bytes; answering with an error",
+                           self.child.spec.name, self.child.pid, request_id, limit)
+            if await self._queue(error_response(request_id, REPLY_TOO_LARGE, "Reply too large",
+                                                "reply-too-large", limit=limit)):
+                self._in_flight.close(request_id)
+                self._check_idle()
+            return
+        # A message that cannot be attributed may have been any request's reply; the only way to
+        # keep "every request gets exactly one reply" is to end the connection and answer them all.
+        self._end(Ending(f"child wrote a message larger than {limit} bytes that could not be "
+                         "attributed to a request", "reply-too-large", REPLY_TOO_LARGE,
+                         {"limit": limit}))
+
+    async def _watch_child(self) -> None:
+        """End the connection when the child exits or closes its stdout, after reading what it
+        wrote last (bounded: a grandchild may keep stdout open)."""
+        async with trio.open_nursery() as either:
+
+            async def exited() -> None:
+                await self.child.wait()
+                either.cancel_scope.cancel()
+
+            async def closed_stdout() -> None:
+                await self._child_eof.wait()
+                either.cancel_scope.cancel()
+
+            either.start_soon(exited)
+            either.start_soon(closed_stdout)
+        with trio.move_on_after(self.limits.exit_drain_timeout):
+            await self._child_eof.wait()
+            await self.child.wait()
+        returncode = self.child.returncode
+        if returncode is None:
+            self._end(Ending("child closed its stdout", "child-exited"))
+        else:
+            self._end(Ending(f"child {describe_exit(returncode)}", "child-exited",
+                             data={"returncode": returncode}))
+
+    # -- stopping and the client writer ----------------------------------------------------------
+
+    async def _watch_stopping(self) -> None:
+        await self.stopping.wait()
+        with trio.move_on_after(self.limits.drain_timeout):
+            await self._wait_idle()
+        self._end(Ending("the bridge is stopping", "shutting-down"))
+
+    async def _queue(self, message: JSONObject) -> bool:
+        """Queue a message for the client (backpressure when full); False if the client is gone."""
+        try:
+            await self._outbox.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    async def _write_to_client(self) -> None:
+        async with self._outbox_reader:
+            async for first in self._outbox_reader:
+                batch = [first]
+                while len(batch) < BATCH:
+                    try:
+                        batch.append(self._outbox_reader.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                try:
+                    with trio.fail_after(self.limits.send_timeout):
+                        await self.client.send_many(batch)
+                except trio.TooSlowError:
+                    self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
+                                     "client-too-slow"))
+                    return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._end(CLIENT_GONE)
+                    return

@@ -1,0 +1,112 @@
+"""The Channel interface: whole JSON-RPC messages over one transport connection."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from ._errors import ProtocolError
+from ._jsonrpc import JSONObject
+
+
+@attrs.frozen
+class PeerInfo:
+    """Who is on the other end of a channel, for authorisation and logs.
+
+    Attributes:
+        transport: the channel kind (``"unix"``, ``"tcp"``, ``"stdio"``, ``"pipe"``, ``"memory"``).
+        address: the peer's address as text (``"127.0.0.1:50122"``), or the socket path.
+        pid, uid, gid: the peer process's credentials where the transport knows them (Unix sockets,
+            from ``SO_PEERCRED``, read once at accept time).
+    """
+
+    transport: str
+    address: str | None = None
+    pid: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.transport]
+        if self.address:
+            parts.append(self.address)
+        parts.extend(
+            f"{name}={value}"
+            for name, value in (("pid", self.pid), ("uid", self.uid), ("gid", self.gid))
+            if value is not None
+        )
+        return " ".join(parts)
+
+
+class MessageChannel(trio.abc.Channel[JSONObject]):
+    """A ``trio.abc.Channel`` of JSON-RPC messages (``dict``), one transport connection.
+
+    The contract, shared by every implementation and checked by :mod:`channels.testing`:
+
+    * ``receive()`` returns the next valid message; raises ``trio.EndOfChannel`` after the peer's
+      orderly close (and on every call after that); raises :class:`~channels.ProtocolError` for one
+      bad message and stays usable afterwards; raises ``trio.BrokenResourceError`` if the transport
+      failed, ``trio.ClosedResourceError`` if this side closed it, ``trio.BusyResourceError`` if two
+      tasks receive at once.
+    * ``send()`` writes one message; ``ValueError`` if it is not a JSON-RPC message (nothing is
+      written). A cancelled send may have written the message or not, as with ``send_all``.
+    * ``aclose()`` always closes, is idempotent, and wakes a task blocked in ``receive()``.
+    * :attr:`peer` says who is on the other end.
+    """
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def peer(self) -> PeerInfo:
+        """Who is on the other end (fixed when the channel is made)."""
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        """Send several messages in order; implementations may coalesce them into one write.
+
+        Not atomic: if it fails or is cancelled, a prefix of ``messages`` may have been sent.
+        """
+        for message in messages:
+            await self.send(message)
+
+    def receive_nowait(self) -> JSONObject:
+        """Return a message that is already buffered, without blocking.
+
+        Raises:
+            trio.WouldBlock: nothing is buffered.
+            Anything :meth:`receive` raises.
+        """
+        raise trio.WouldBlock
+
+    async def send_eof(self) -> None:
+        """Close the sending direction only; the peer then sees ``EndOfChannel``.
+
+        Replies can still be received afterwards. Channels over streams that cannot half-close
+        raise ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot half-close")
+
+
+async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObject | ProtocolError]:
+    """Wait for one message, then take whatever else is already buffered, up to ``max_count``.
+
+    A bad message does not end the batch: its :class:`~channels.ProtocolError` takes its place in
+    the list, so the caller answers it in order. ``EndOfChannel`` and transport errors are raised
+    only when nothing was received (otherwise the next call raises them).
+    """
+    items: list[JSONObject | ProtocolError] = []
+    try:
+        items.append(await channel.receive())
+    except ProtocolError as exc:
+        items.append(exc)
+    while len(items) < max_count:
+        try:
+            items.append(channel.receive_nowait())
+        except ProtocolError as exc:
+            items.append(exc)
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+    return items

@@ -1,0 +1,65 @@
+"""The few exceptions a channel raises beyond trio's own vocabulary.
+
+A channel reports transport state with trio's exceptions (``trio.EndOfChannel``,
+``trio.ClosedResourceError``, ``trio.BrokenResourceError``, ``trio.BusyResourceError``). What it adds
+is one family for *one bad message*: :class:`ProtocolError`. Like h11's ``RemoteProtocolError`` it is
+the only exception garbage input may produce, and it carries a hint: the JSON-RPC error code and, where
+it could be read, the offending request's id, so that whoever owns the channel can answer the peer.
+A channel stays usable after a ``ProtocolError``; whether to go on is the caller's policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# JSON-RPC 2.0 standard codes (https://www.jsonrpc.org/specification#error_object).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+class ProtocolError(Exception):
+    """One message from the peer could not be accepted.
+
+    Attributes:
+        rpc_code: the JSON-RPC error code that answers it (``-32700`` or ``-32600``).
+        reason: a short machine-readable tag for ``error.data.reason`` and logs.
+        request_id: the id of the offending request when it could be read, else ``None``.
+    """
+
+    rpc_code: int = INVALID_REQUEST
+    reason: str = "invalid-message"
+
+    def __init__(self, message: str, *, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.excerpt = b""
+        """The first bytes of the offending line, for logs (set by the channel)."""
+
+
+class ParseError(ProtocolError):
+    """The line is not a JSON text we accept (bad UTF-8, bad JSON, NaN, too deep, ...)."""
+
+    rpc_code = PARSE_ERROR
+    reason = "parse-error"
+
+
+class InvalidMessage(ProtocolError):
+    """Valid JSON, but not one JSON-RPC 2.0 request, notification or response."""
+
+    reason = "invalid-message"
+
+
+class MessageTooLarge(ProtocolError):
+    """A line longer than the channel's limit; it is discarded, see :mod:`channels._framing`.
+
+    Attributes:
+        limit: the limit in bytes that was exceeded.
+        prefix: the first bytes of the discarded line (for logs and for recovering a request id).
+    """
+
+    reason = "message-too-large"
+
+    def __init__(self, message: str, *, limit: int, prefix: bytes, request_id: Any = None) -> None:
+        super().__init__(message, request_id=request_id)
+        self.limit = limit
+        self.prefix = prefix

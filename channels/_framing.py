@@ -1,0 +1,117 @@
+"""Newline framing, sans-IO: bytes in, complete lines out.
+
+This is the stdio wire format of MCP (one message per ``\\n``-terminated line) and, unchanged, of every
+byte-stream channel. The framer knows nothing about JSON; it only cuts lines and bounds memory.
+
+Rules:
+
+* A line is the bytes before a ``\\n``. One trailing ``\\r`` is removed (CRLF senders are tolerated).
+  Empty lines (after that) are skipped: they carry no message and many writers emit them.
+* A line longer than ``max_line_bytes`` (not counting the terminator) is *over-long*. The framer
+  reports it once, as an :class:`Oversized` item, as soon as the limit is crossed (not when the line
+  finally ends, so a peer cannot make us wait for 50 MB), then discards bytes up to and including the
+  next ``\\n`` and resynchronises there. Memory stays below ``max_line_bytes`` plus one input chunk.
+* At end of input a partial last line is dropped (the writer died mid-message; python-sdk does the
+  same); :meth:`LineFramer.close` says how many bytes were dropped.
+* Any chunking of the input yields the same items as feeding it at once or byte by byte. Nothing
+  else is promised, and no exception escapes :meth:`LineFramer.feed` for any input.
+
+The item list alternates freely between ``bytes`` (a line) and :class:`Oversized`; callers dispatch on
+type. Work is O(bytes fed): each byte is scanned for a newline once.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+# How many leading bytes of an over-long line are kept: enough to read `"jsonrpc":"2.0","id":...`
+# back out of a reply that was too large, so that its request can still be answered.
+OVERSIZED_PREFIX_BYTES = 1024
+
+
+@attrs.frozen
+class Oversized:
+    """A line that exceeded the limit; it has been (or is being) discarded.
+
+    Attributes:
+        prefix: its first bytes (at most ``OVERSIZED_PREFIX_BYTES``).
+    """
+
+    prefix: bytes
+
+
+class LineFramer:
+    """Cuts a byte stream into lines, with a hard maximum line length.
+
+    Args:
+        max_line_bytes: the longest line accepted, in bytes, excluding the ``\\n``.
+    """
+
+    __slots__ = ("_buffer", "_discarding", "max_line_bytes")
+
+    def __init__(self, max_line_bytes: int) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be at least 1")
+        self.max_line_bytes = max_line_bytes
+        self._buffer = bytearray()
+        self._discarding = False
+
+    def feed(self, data: bytes) -> list[bytes | Oversized]:
+        """Add input; return every item it completes (possibly none)."""
+        items: list[bytes | Oversized] = []
+        if self._discarding:
+            end = data.find(b"\n")
+            if end < 0:
+                return items
+            self._discarding = False
+            data = data[end + 1 :]
+        if self._buffer:
+            end = data.find(b"\n")
+            if end < 0:
+                self._extend_partial(data, items)
+                return items
+            self._buffer += data[:end]
+            line = bytes(self._buffer)
+            self._buffer.clear()
+            self._emit(line, items)
+            data = data[end + 1 :]
+        lines = data.split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            self._emit(line, items)
+        if tail:
+            self._extend_partial(tail, items)
+        return items
+
+    def close(self) -> int:
+        """Signal end of input; return how many bytes of a partial last line were dropped."""
+        dropped = len(self._buffer)
+        self._buffer.clear()
+        self._discarding = False
+        return dropped
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete line."""
+        return len(self._buffer)
+
+    def _emit(self, line: bytes, items: list[bytes | Oversized]) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if len(line) > self.max_line_bytes:
+            items.append(Oversized(line[:OVERSIZED_PREFIX_BYTES]))
+        elif line:
+            items.append(line)
+
+    def _extend_partial(self, data: bytes, items: list[bytes | Oversized]) -> None:
+        # A partial line may legitimately hold max_line_bytes plus a trailing "\r" that the next
+        # chunk's "\n" would strip; only one byte past that can be declared over-long for sure.
+        if len(self._buffer) + len(data) > self.max_line_bytes + 1:
+            prefix = bytes(self._buffer[:OVERSIZED_PREFIX_BYTES])
+            if len(prefix) < OVERSIZED_PREFIX_BYTES:
+                prefix += data[: OVERSIZED_PREFIX_BYTES - len(prefix)]
+            self._buffer.clear()
+            self._discarding = True
+            items.append(Oversized(prefix))
+        else:
+            self._buffer += data

@@ -1,0 +1,184 @@
+"""JSON-RPC 2.0 messages, sans-IO: strict decoding, canonical encoding, classification.
+
+A message is a plain ``dict`` (the JSON object). Bodies stay opaque: on the hot path nothing is
+structured into classes, and only ``jsonrpc``, ``id``, ``method``, ``result`` and ``error`` are looked at.
+
+Decoding is strict, because whatever is accepted here is forwarded to a child or a client
+(``reliability-anchors.md`` scenario 16):
+
+* UTF-8 only, decoded strictly *before* parsing (``json.loads(bytes)`` would guess UTF-16/32);
+* one JSON object per line: arrays (JSON-RPC batches, removed from MCP in 2025-06-18), scalars and two
+  concatenated values are rejected;
+* no ``NaN``/``Infinity`` literals and no number that overflows to infinity (``1e400``);
+* no lone surrogates (``"\\ud800"`` parses in Python but cannot be re-encoded as UTF-8);
+* nesting deeper than the interpreter's recursion limit and integers over 4300 digits (CPython's
+  ``int_max_str_digits``) are rejected cleanly instead of crashing the task.
+
+Every rejection is a :class:`~channels.ParseError` (``-32700``) or :class:`~channels.InvalidMessage`
+(``-32600``); nothing else escapes :func:`decode`.
+
+Encoding is canonical and compact (``separators=(",", ":")``, UTF-8, ``allow_nan=False``), so a peer
+always receives exactly one line, and receives the value the bridge routed on: a message is never
+forwarded as the raw bytes it arrived in (no parser differential on duplicate keys or odd escapes).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from typing import Any, TypeAlias
+
+from ._errors import InvalidMessage, ParseError
+
+JSONObject: TypeAlias = dict[str, Any]
+"""One JSON-RPC message, as decoded."""
+
+RequestId: TypeAlias = int | str
+"""A request id: JSON-RPC allows strings and numbers; MCP forbids null and the bridge refuses
+fractions, so an id is an ``int`` (never a ``bool``) or a ``str``."""
+
+
+class Kind(enum.Enum):
+    """What a (valid) message is."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]!r} is out of range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_finite_float)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def decode(line: bytes) -> JSONObject:
+    """Decode and validate one line (without its newline) as a JSON-RPC message.
+
+    Raises:
+        ParseError: the line is not acceptable JSON.
+        InvalidMessage: it is JSON, but not one JSON-RPC 2.0 message. ``request_id`` is set when the
+            message had a usable id, so the error reply can name it.
+    """
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        message = _DECODER.decode(text)
+    except RecursionError:
+        raise ParseError("JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ParseError(f"invalid JSON: {exc}") from None
+    if ("\\ud" in text or "\\uD" in text) and _has_lone_surrogate(message):
+        raise ParseError("string holds a lone UTF-16 surrogate")
+    validate(message)
+    return message  # type: ignore[no-any-return]
+
+
+def _has_lone_surrogate(message: Any) -> bool:
+    try:
+        _ENCODER.encode(message).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def encode(message: JSONObject) -> bytes:
+    """Encode one message as a single ``\\n``-terminated UTF-8 line.
+
+    Raises:
+        ValueError: the message holds something JSON cannot carry (NaN, a lone surrogate, ...).
+        TypeError: the message holds a value that is not JSON data.
+    """
+    return _ENCODER.encode(message).encode("utf-8") + b"\n"
+
+
+def is_request_id(value: Any) -> bool:
+    """Whether ``value`` can be a request id (``int`` but not ``bool``, or ``str``)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def validate(message: Any) -> Kind:
+    """Check that ``message`` is one JSON-RPC 2.0 message and say which kind.
+
+    Raises:
+        InvalidMessage: it is not.
+    """
+    if not isinstance(message, dict):
+        if isinstance(message, list):
+            raise InvalidMessage("batches are not supported (MCP removed them in 2025-06-18)")
+        raise InvalidMessage(f"expected a JSON object, got {type(message).__name__}")
+    raw_id = message.get("id")
+    request_id = raw_id if is_request_id(raw_id) else None
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidMessage('"jsonrpc" must be "2.0"', request_id=request_id)
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            raise InvalidMessage('"method" must be a string', request_id=request_id)
+        params = message.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            raise InvalidMessage('"params" must be an object or an array', request_id=request_id)
+        if "id" not in message:
+            return Kind.NOTIFICATION
+        if request_id is None:
+            raise InvalidMessage('"id" must be a string or an integer')
+        return Kind.REQUEST
+    if "id" not in message:
+        raise InvalidMessage('a message needs "method" or "id"')
+    has_result, has_error = "result" in message, "error" in message
+    if has_result == has_error:
+        raise InvalidMessage('a response needs exactly one of "result" and "error"',
+                             request_id=request_id)
+    if has_error:
+        error = message["error"]
+        if not (
+            isinstance(error, dict)
+            and isinstance(error.get("code"), int)
+            and not isinstance(error.get("code"), bool)
+            and isinstance(error.get("message"), str)
+        ):
+            raise InvalidMessage('"error" needs an integer "code" and a string "message"',
+                                 request_id=request_id)
+        if raw_id is None:
+            return Kind.RESPONSE
+    if request_id is None:
+        raise InvalidMessage('"id" must be a string or an integer')
+    return Kind.RESPONSE
+
+
+def kind(message: JSONObject) -> Kind:
+    """The kind of a message already validated (cheaper than :func:`validate`)."""
+    if "method" in message:
+        return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
+    return Kind.RESPONSE
+
+
+# A reply's id, read from the first bytes of a line too large to decode. Python (pydantic) and most
+# hand-written servers emit `{"jsonrpc":"2.0","id":...` first; anything else is not guessed at.
+_LEADING_ID = re.compile(
+    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]{1,18}|"(?:[^"\\]|\\.){0,512}")\s*[,}]'
+)
+
+
+def sniff_leading_id(prefix: bytes) -> RequestId | None:
+    """Recover the id of a message from its first bytes, if it is written first; else ``None``."""
+    match = _LEADING_ID.match(prefix)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if is_request_id(value) else None

@@ -1,0 +1,126 @@
+"""The process's own stdin/stdout as a channel (``stdio:``), the wire format of MCP itself.
+
+``trio.lowlevel.FdStream`` needs a file descriptor the kernel can poll (a pipe, a socket, a
+terminal). Regular files and ``/dev/null`` cannot be polled; for those, plain blocking ``os.read`` and
+``os.write`` never wait, so :class:`_FileStream` calls them directly. Either way the channel works on
+duplicates of fds 0 and 1, so closing it does not close the process's own descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Self, final
+
+import attrs
+import trio
+
+from ._address import (
+    Address,
+    AddressError,
+    ConnectOptions,
+    ListenOptions,
+    MessageListener,
+    register_address_kind,
+)
+from ._channel import MessageChannel, PeerInfo
+from ._stream import StreamChannel
+
+
+def _pollable(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+@final
+class _FileStream(trio.abc.Stream):
+    """A stream over a regular file (or /dev/null): reads and writes never block there."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await trio.lowlevel.checkpoint()
+        if self._fd < 0:
+            raise trio.ClosedResourceError
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await trio.lowlevel.checkpoint()
+        if self._fd < 0:
+            raise trio.ClosedResourceError
+        return os.read(self._fd, max_bytes or 65536)
+
+    async def aclose(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        await trio.lowlevel.checkpoint()
+
+
+def _open_fd_stream(fd: int) -> trio.abc.Stream:
+    duplicate = os.dup(fd)
+    return trio.lowlevel.FdStream(duplicate) if _pollable(duplicate) else _FileStream(duplicate)
+
+
+def open_stdio_stream() -> trio.StapledStream[trio.abc.Stream, trio.abc.Stream]:
+    """A half-closeable stream over this process's stdout (send) and stdin (receive).
+
+    ``send_eof()`` closes our duplicate of stdout. The caller owns the stream.
+    """
+    return trio.StapledStream(_open_fd_stream(1), _open_fd_stream(0))
+
+
+@final
+class StdioListener(MessageListener):
+    """Accepts exactly one channel: the process's own stdin/stdout. Later accepts wait forever."""
+
+    def __init__(self, options: ListenOptions) -> None:
+        self._options = options
+        self._accepted = False
+
+    @property
+    def address(self) -> str:
+        return "stdio:"
+
+    async def accept(self) -> MessageChannel:
+        if self._accepted:
+            await trio.sleep_forever()
+        self._accepted = True
+        await trio.lowlevel.checkpoint()
+        return StreamChannel(open_stdio_stream(), max_message_bytes=self._options.max_message_bytes,
+                             peer=PeerInfo("stdio"))
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+@register_address_kind
+@attrs.frozen
+class StdioAddress(Address):
+    """``stdio:``: this process's standard input and output."""
+
+    scheme = "stdio"
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        if text != "stdio:":
+            raise AddressError(f"{text!r}: expected exactly stdio:")
+        return cls()
+
+    def __str__(self) -> str:
+        return "stdio:"
+
+    async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        await trio.lowlevel.checkpoint()
+        return [StdioListener(options)]
+
+    async def connect(self, options: ConnectOptions) -> MessageChannel:
+        await trio.lowlevel.checkpoint()
+        return StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
+                             peer=PeerInfo("stdio"))

@@ -1,0 +1,152 @@
+"""A message channel over any ``trio.abc.Stream``, with newline framing.
+
+One class serves the child's pipes, the process's own stdin/stdout, Unix sockets, TCP and, later,
+TLS: everything that moves bytes reliably in both directions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import final
+
+import trio
+
+from ._channel import MessageChannel, PeerInfo
+from ._errors import InvalidMessage, MessageTooLarge, ProtocolError
+from ._framing import LineFramer, Oversized
+from ._jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
+
+# How much one read asks for. 64 KiB holds hundreds of small MCP messages, so a pipelined peer is
+# served by one system call per batch; it is also trio's DEFAULT_RECEIVE_SIZE for sockets.
+RECEIVE_SIZE = 65536
+
+# The default for max_message_bytes: a client message on any transport may be up to 4 MiB
+# (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+# How much of a rejected line is kept on its ProtocolError for logs.
+LOG_EXCERPT_BYTES = 200
+
+
+@final
+class StreamChannel(MessageChannel):
+    """Newline-framed JSON-RPC messages over a byte stream.
+
+    Args:
+        stream: the transport. The channel owns it from now on and closes it in :meth:`aclose`.
+        max_message_bytes: longest line accepted from the peer; a longer one raises
+            :class:`~channels.MessageTooLarge` once and is skipped (see :mod:`channels._framing`).
+        peer: who is on the other end.
+
+    Receiving is buffered: one ``receive_some`` may yield many messages, which :meth:`receive` and
+    :meth:`receive_nowait` then hand out one at a time. :meth:`send_many` writes a batch with a
+    single ``send_all``.
+    """
+
+    __slots__ = ("_closed", "_eof", "_framer", "_peer", "_pending", "_receiving", "_sending",
+                 "_stream", "dropped_at_eof")
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        peer: PeerInfo | None = None,
+    ) -> None:
+        self._stream = stream
+        self._framer = LineFramer(max_message_bytes)
+        self._peer = peer if peer is not None else PeerInfo("stream")
+        self._pending: deque[bytes | Oversized] = deque()
+        self._eof = False
+        self._closed = False
+        self._receiving = False
+        self._sending = False
+        self.dropped_at_eof = 0
+        """Bytes of a partial last line dropped at end of input (0 if the peer ended cleanly)."""
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self._peer
+
+    @property
+    def stream(self) -> trio.abc.Stream:
+        """The underlying stream (owned by this channel)."""
+        return self._stream
+
+    async def receive(self) -> JSONObject:
+        if self._receiving:
+            raise trio.BusyResourceError("another task is already receiving on this channel")
+        self._receiving = True
+        try:
+            if self._closed:
+                raise trio.ClosedResourceError("channel was closed")
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if self._pending or self._eof:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            while not self._pending:
+                if self._eof:
+                    raise trio.EndOfChannel
+                data = await self._stream.receive_some(RECEIVE_SIZE)
+                if data:
+                    self._pending.extend(self._framer.feed(data))
+                else:
+                    self._eof = True
+                    self.dropped_at_eof = self._framer.close()
+            return self._decode(self._pending.popleft())
+        finally:
+            self._receiving = False
+
+    def receive_nowait(self) -> JSONObject:
+        if self._receiving:
+            raise trio.BusyResourceError("another task is already receiving on this channel")
+        if self._closed:
+            raise trio.ClosedResourceError("channel was closed")
+        if self._pending:
+            return self._decode(self._pending.popleft())
+        if self._eof:
+            raise trio.EndOfChannel
+        raise trio.WouldBlock
+
+    def _decode(self, item: bytes | Oversized) -> JSONObject:
+        if isinstance(item, Oversized):
+            limit = self._framer.max_line_bytes
+            raise MessageTooLarge(
+                f"message larger than {limit} bytes",
+                limit=limit,
+                prefix=item.prefix,
+                request_id=sniff_leading_id(item.prefix),
+            )
+        try:
+            return decode(item)
+        except ProtocolError as exc:
+            exc.excerpt = item[:LOG_EXCERPT_BYTES]
+            raise
+
+    async def send(self, value: JSONObject) -> None:
+        await self.send_many((value,))
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is already sending on this channel")
+        self._sending = True
+        try:
+            for message in messages:
+                try:
+                    validate(message)
+                except InvalidMessage as exc:
+                    raise ValueError(f"not a JSON-RPC message: {exc}") from None
+            data = b"".join([encode(message) for message in messages])
+            await self._stream.send_all(data)
+        finally:
+            self._sending = False
+
+    async def send_eof(self) -> None:
+        if not isinstance(self._stream, trio.abc.HalfCloseableStream):
+            raise NotImplementedError(f"{type(self._stream).__name__} cannot half-close")
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._pending.clear()
+        await self._stream.aclose()

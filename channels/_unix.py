@@ -1,0 +1,210 @@
+"""Unix domain socket channels, with a listener that is safe to run as a daemon.
+
+Creating the socket file (``reliability-anchors.md`` §5.5, scenarios 29 and 30):
+
+* The path must fit ``sun_path`` (107 bytes plus NUL, unix(7)); checked before anything is created.
+* The file is created by ``bind`` under a umask that leaves only the owner's bits, so there is no
+  moment at which it is more open than asked for; group ownership and the final mode (for example
+  0660) are applied afterwards, which only ever widens access to what was requested.
+* A path that exists is claimed by binding, never by unlinking first. On ``EADDRINUSE`` the path is
+  ``lstat``-ed: anything but a socket (a file, a directory, a symlink) is refused and left alone;
+  a socket is probed with a non-blocking ``connect``: a live server is refused with a clear error,
+  never stolen; ``ECONNREFUSED`` means a stale socket from a dead process, which is unlinked and the
+  bind retried once.
+* On close the file is unlinked only if it is still the inode this listener created.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+import struct
+from typing import Self, final
+
+import attrs
+import trio
+
+from ._address import (
+    Address,
+    AddressError,
+    ConnectError,
+    ConnectOptions,
+    ListenError,
+    ListenOptions,
+    MessageListener,
+    register_address_kind,
+)
+from ._channel import MessageChannel, PeerInfo
+from ._stream import StreamChannel
+
+# sun_path is 108 bytes on Linux, including the terminating NUL (unix(7)).
+MAX_SOCKET_PATH_BYTES = 107
+
+# Pending connections the kernel queues for us; socat's default of 5 refuses bursts of clients.
+# Linux caps it at net.core.somaxconn (4096 on current kernels).
+LISTEN_BACKLOG = 4096
+
+_UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
+
+
+def peer_credentials(sock: trio.socket.SocketType) -> tuple[int, int, int] | None:
+    """``(pid, uid, gid)`` of the process at the other end of a connected Unix socket."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    except (OSError, AttributeError):  # AttributeError: no SO_PEERCRED on this platform
+        return None
+    pid, uid, gid = _UCRED.unpack(raw)
+    return pid, uid, gid
+
+
+def _bind_owner_only(path: str) -> socket.socket:
+    """Bind a new socket at ``path`` with mode 0600 from the first instant (process umask)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(previous)
+    return sock
+
+
+def _claim_stale(path: str) -> None:
+    """Remove ``path`` if it is a socket nobody listens on; raise ListenError otherwise."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return  # gone in the meantime; the retry will bind
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ListenError(
+            f"unix:{path}: the path exists and is not a socket; refusing to remove it "
+            "(choose another path or remove it yourself)"
+        )
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)  # stale: its server is gone
+        return
+    except BlockingIOError:
+        pass  # a full backlog: somebody is listening
+    except OSError as exc:
+        raise ListenError(f"unix:{path}: cannot check the existing socket: {exc.strerror}") from exc
+    finally:
+        probe.close()
+    raise ListenError(
+        f"unix:{path}: another server is listening on this socket; refusing to take it over "
+        "(stop it first or choose another path)"
+    )
+
+
+def open_unix_socket_listener(path: str, options: ListenOptions) -> tuple[socket.socket, os.stat_result]:
+    """Bind and listen at ``path`` following the module's rules; return the socket and its inode.
+
+    Raises:
+        ListenError: with the reason and the fix.
+    """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+        raise ListenError(
+            f"unix:{path}: path is {len(os.fsencode(path))} bytes, the limit is "
+            f"{MAX_SOCKET_PATH_BYTES} (unix(7) sun_path); choose a shorter path"
+        )
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise ListenError(f"unix:{path}: directory {directory} does not exist; create it first")
+    try:
+        try:
+            sock = _bind_owner_only(path)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            _claim_stale(path)
+            sock = _bind_owner_only(path)
+        try:
+            if options.socket_group is not None:
+                os.chown(path, -1, options.socket_group)
+            os.chmod(path, options.socket_mode)
+            sock.listen(LISTEN_BACKLOG)
+            created = os.lstat(path)
+        except BaseException:
+            sock.close()
+            os.unlink(path)
+            raise
+    except OSError as exc:
+        raise ListenError(f"unix:{path}: {exc.strerror or exc}") from exc
+    return sock, created
+
+
+@final
+class UnixListener(MessageListener):
+    """Accepts Unix socket connections as :class:`StreamChannel`; owns and removes its socket file.
+
+    Each accepted channel's :attr:`~MessageChannel.peer` carries the peer's pid, uid and gid.
+    """
+
+    def __init__(self, sock: socket.socket, path: str, created: os.stat_result,
+                 options: ListenOptions) -> None:
+        self._listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+        self._path = path
+        self._inode = (created.st_dev, created.st_ino)
+        self._options = options
+        self._closed = False
+
+    @property
+    def address(self) -> str:
+        return f"unix:{self._path}"
+
+    async def accept(self) -> MessageChannel:
+        stream = await self._listener.accept()
+        credentials = peer_credentials(stream.socket)
+        pid, uid, gid = credentials if credentials else (None, None, None)
+        peer = PeerInfo("unix", self._path, pid=pid, uid=uid, gid=gid)
+        return StreamChannel(stream, max_message_bytes=self._options.max_message_bytes, peer=peer)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                info = os.lstat(self._path)
+                if (info.st_dev, info.st_ino) == self._inode:
+                    os.unlink(self._path)
+            except OSError:
+                pass  # already gone, or no longer ours: leave it
+        await self._listener.aclose()
+
+
+@register_address_kind
+@attrs.frozen
+class UnixAddress(Address):
+    """``unix:PATH``: a Unix domain stream socket (a relative path is taken from the cwd)."""
+
+    scheme = "unix"
+    path: str
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        path = text.removeprefix("unix:")
+        if not path:
+            raise AddressError(f"{text!r}: expected unix:PATH, for example unix:/run/mcp.sock")
+        return cls(os.path.abspath(path))
+
+    def __str__(self) -> str:
+        return f"unix:{self.path}"
+
+    async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        sock, created = open_unix_socket_listener(self.path, options)
+        await trio.lowlevel.checkpoint()
+        return [UnixListener(sock, self.path, created, options)]
+
+    async def connect(self, options: ConnectOptions) -> MessageChannel:
+        try:
+            stream = await trio.open_unix_socket(self.path)
+        except OSError as exc:
+            raise ConnectError(f"{self}: {exc.strerror or exc}") from exc
+        return StreamChannel(stream, max_message_bytes=options.max_message_bytes,
+                             peer=PeerInfo("unix", self.path))
