@@ -1,0 +1,239 @@
+"""Shared test helpers: real child processes, real sockets, an independent line client.
+
+Rules every test follows (trio-websocket's, adopted): loopback and port 0 only; Unix sockets in a
+short private directory; every I/O test under ``trio.fail_after``; no sleeping to synchronise (wait
+for a log line, a reply or an exit instead); every process started is killed and reaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from bridge import ChildSpec, Daemon, Limits, ServeConfig
+from channels import ListenOptions, parse_address
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
+
+
+def example_server(*flags: str) -> tuple[str, ...]:
+    """argv of the bundled example server with fault switches (see its docstring)."""
+    return (sys.executable, str(EXAMPLE_SERVER), *flags)
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short private directory for Unix sockets (pytest's tmp_path can exceed sun_path)."""
+    path = Path(tempfile.mkdtemp(prefix="mb-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def call(request_id: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tools/call request for the example server."""
+    return request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+
+def result_text(reply: dict[str, Any]) -> str:
+    return reply["result"]["content"][0]["text"]
+
+
+# -- an independent client ----------------------------------------------------------------------
+
+@attrs.define(eq=False)
+class LineClient:
+    """A client with its own framing (``json.loads`` per line), independent of ``channels``."""
+
+    stream: trio.abc.HalfCloseableStream
+    _buffer: bytearray = attrs.field(factory=bytearray)
+
+    @classmethod
+    async def open(cls, address: str) -> LineClient:
+        if address.startswith("unix:"):
+            return cls(await trio.open_unix_socket(address.removeprefix("unix:")))
+        host, _, port = address.removeprefix("tcp:").rpartition(":")
+        return cls(await trio.open_tcp_stream(host.strip("[]"), int(port)))
+
+    async def send(self, *messages: dict[str, Any]) -> None:
+        await self.stream.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def receive(self) -> dict[str, Any]:
+        """The next message; raises EOFError when the bridge closed the connection."""
+        while b"\n" not in self._buffer:
+            try:
+                data = await self.stream.receive_some(1 << 20)
+            except trio.BrokenResourceError as exc:  # a reset counts as the end here
+                raise EOFError("connection reset") from exc
+            if not data:
+                raise EOFError("connection closed")
+            self._buffer += data
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    async def receive_until_eof(self) -> list[dict[str, Any]]:
+        messages = []
+        while True:
+            try:
+                messages.append(await self.receive())
+            except EOFError:
+                return messages
+
+    async def call(self, request_id: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+        await self.send(call(request_id, tool, **arguments))
+        return await self.receive()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+# -- the bridge in this process -----------------------------------------------------------------
+
+@asynccontextmanager
+async def running_bridge(
+    child_argv: tuple[str, ...],
+    listen: list[str],
+    *,
+    limits: Limits | None = None,
+    listen_options: ListenOptions | None = None,
+    **child: Any,
+) -> AsyncIterator[Daemon]:
+    """Run a :class:`Daemon` in this process; stop it gracefully on exit.
+
+    ``daemon.addresses`` holds the bound addresses (real TCP ports) inside the block.
+    """
+    config = ServeConfig(
+        listen=tuple(parse_address(text) for text in listen),
+        child=ChildSpec(argv=child_argv, **child),
+        limits=limits or Limits(),
+        listen_options=listen_options or ListenOptions(),
+    )
+    daemon = Daemon(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run)
+        try:
+            yield daemon
+        finally:
+            daemon.stop()
+
+
+# -- the bridge as a separate process -----------------------------------------------------------
+
+_LISTENING = re.compile(r"listening on (\S+)")
+
+
+@attrs.define(eq=False)
+class BridgeProcess:
+    process: trio.Process
+    addresses: list[str]
+    stderr_lines: list[str]
+
+    def log(self) -> str:
+        return "\n".join(self.stderr_lines)
+
+
+def bridge_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bridge", *args]
+
+
+@asynccontextmanager
+async def bridge_process(*args: str, listeners: int = 1) -> AsyncIterator[BridgeProcess]:
+    """Start ``python -m bridge ARGS`` and wait until ``listeners`` addresses are bound.
+
+    Its stderr is collected in ``stderr_lines`` while the block runs. On exit the process gets
+    SIGTERM if still running, SIGKILL after 10 s, and is always reaped.
+    """
+    process = await trio.lowlevel.open_process(
+        bridge_argv(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
+    )
+    lines: list[str] = []
+    addresses: list[str] = []
+    ready = trio.Event()
+
+    async def collect() -> None:
+        buffer = b""
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for raw in complete:
+                line = raw.decode(errors="replace")
+                lines.append(line)
+                if match := _LISTENING.search(line):
+                    addresses.append(match.group(1))
+                    if len(addresses) >= listeners:
+                        ready.set()
+        ready.set()  # exited before binding: let the caller see why
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(collect)
+            await ready.wait()
+            if len(addresses) < listeners:
+                await process.wait()
+                raise AssertionError("bridge exited before listening:\n" + "\n".join(lines))
+            yield BridgeProcess(process, addresses, lines)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with trio.move_on_after(10):
+                    await process.wait()
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+def process_exists(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+async def wait_until_gone(pid: int) -> None:
+    """Wait (polling /proc, there is no event for another process's death) until ``pid`` is gone.
+
+    Callers bound it with fail_after. This polls a condition, it does not sleep to synchronise.
+    """
+    while process_exists(pid):
+        await trio.sleep(0.01)
