@@ -9,7 +9,8 @@ child process whose faults can be switched on from the command line::
                                      [--ignore-stdin-eof] [--ignore-sigterm] [--close-stdout-after N]
 
 Tools: ``echo`` (``text`` → the same text), ``add`` (``a`` + ``b``), ``sleep`` (``seconds``, then
-"slept"), ``blob`` (``size`` → a text of that many bytes), ``progress`` (``steps`` progress
+"slept"; with a ``progressToken`` it first sends one progress notification, so a client knows the
+request has arrived), ``blob`` (``size`` → a text of that many bytes), ``progress`` (``steps`` progress
 notifications on the request's ``progressToken``, then "done"), ``spawn_grandchild`` (starts a
 ``sleep`` in the server's process group and answers with its pid).
 
@@ -192,6 +193,10 @@ class Server:
         if name == "add":
             return text_result(str(arguments.get("a", 0) + arguments.get("b", 0)))
         if name == "sleep":
+            token = (params.get("_meta") or {}).get("progressToken")
+            if token is not None:  # tells the client the request has reached the server
+                self.write({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": 0}})
             time.sleep(float(arguments.get("seconds", 0)))
             return text_result("slept")
         if name == "blob":
