@@ -1,0 +1,170 @@
+"""The relay's timeouts, in virtual time: memory streams and a fake child, no real I/O.
+
+trio's MockClock (``autojump_clock``) jumps to the next deadline whenever every task is blocked, so
+a 30 s grace runs in microseconds; that is only sound without real I/O in flight, hence the fake.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from bridge import ChildSpec, Limits, Relay
+from channels import StreamChannel
+
+
+# A hang here would spin the virtual clock forever; this turns it into a failure instead.
+VIRTUAL_DEADLINE = 3600
+
+
+@attrs.define(eq=False)
+class FakeChild:
+    """Quacks like bridge.ChildProcess for the relay; the test plays the server on ``server``."""
+
+    channel: StreamChannel
+    server: StreamChannel
+    spec: ChildSpec = ChildSpec(argv=("fake",), name="fake")
+    pid: int = 4242
+    returncode: int | None = None
+    garbage_lines: int = 0
+    _exited: trio.Event = attrs.field(factory=trio.Event)
+
+    async def wait(self) -> int:
+        await self._exited.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    def exit(self, returncode: int) -> None:
+        self.returncode = returncode
+        self._exited.set()
+
+    def note_garbage(self, error: Exception) -> None:
+        self.garbage_lines += 1
+
+
+def channel_pair(*, lockstep: bool = False) -> tuple[StreamChannel, StreamChannel]:
+    left, right = (trio.testing.lockstep_stream_pair() if lockstep
+                   else trio.testing.memory_stream_pair())
+    return StreamChannel(left), StreamChannel(right)
+
+
+def make_relay(limits: Limits, *, lockstep_client: bool = False
+               ) -> tuple[Relay, StreamChannel, FakeChild]:
+    client, client_end = channel_pair(lockstep=lockstep_client)
+    bridge_end, server = channel_pair()
+    child = FakeChild(bridge_end, server)
+    return Relay(client_end, child, limits), client, child  # type: ignore[arg-type]
+
+
+async def run_then_close(relay: Relay) -> None:
+    """What the daemon does: relay, then close the client (the relay's owner closes it)."""
+    await relay.run()
+    await relay.client.aclose()
+
+
+def tool_request(request_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {}}}
+
+
+async def test_a_half_closed_client_gets_errors_for_requests_unanswered_after_the_grace(
+    autojump_clock,
+):
+    relay, client, child = make_relay(Limits(half_close_timeout=30))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(1))
+            assert (await child.server.receive())["id"] == 1  # the child has it, and never answers
+            await client.send_eof()
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started == pytest.approx(30)
+        assert reply["id"] == 1
+        assert reply["error"]["code"] == -32000
+        assert reply["error"]["data"]["reason"] == "half-close-timeout"
+        assert relay.ending is not None and relay.ending.reason == "half-close-timeout"
+
+
+async def test_a_half_closed_client_is_served_until_its_last_reply_then_released(autojump_clock):
+    relay, client, child = make_relay(Limits(half_close_timeout=30))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request("a"))
+            await child.server.receive()
+            await client.send_eof()
+            await trio.sleep(10)
+            await child.server.send({"jsonrpc": "2.0", "id": "a", "result": {}})
+            assert (await client.receive()) == {"jsonrpc": "2.0", "id": "a", "result": {}}
+            with pytest.raises(trio.EndOfChannel):
+                await client.receive()
+        assert relay.ending is not None and relay.ending.reason == "client-closed"
+        assert trio.current_time() < 30
+
+
+async def test_the_drain_deadline_answers_requests_still_in_flight(autojump_clock):
+    relay, client, child = make_relay(Limits(drain_timeout=10))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(5))
+            await child.server.receive()
+            relay.stopping.set()
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started == pytest.approx(10)
+        assert reply["error"]["data"]["reason"] == "shutting-down"
+
+
+async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(autojump_clock):
+    relay, client, child = make_relay(Limits(send_timeout=30), lockstep_client=True)
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await child.server.send({"jsonrpc": "2.0", "method": "notifications/message",
+                                     "params": {"level": "info", "data": "nobody reads this"}})
+        assert relay.ending is not None and relay.ending.reason == "client-too-slow"
+        assert trio.current_time() == pytest.approx(30)
+
+
+async def test_a_child_killed_by_a_signal_is_named_in_the_error_of_each_request(autojump_clock):
+    relay, client, child = make_relay(Limits())
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send_many([tool_request(1), tool_request("two")])
+            await child.server.receive()
+            await child.server.receive()
+            await child.server.aclose()
+            child.exit(-9)
+            replies = [await client.receive(), await client.receive()]
+        assert [reply["id"] for reply in replies] == [1, "two"]
+        for reply in replies:
+            assert reply["error"]["data"]["reason"] == "child-exited"
+            assert reply["error"]["data"]["returncode"] == -9
+            assert "killed by SIGKILL" in reply["error"]["data"]["detail"]
+
+
+async def test_a_cancelled_request_is_not_answered_again_when_the_child_exits(autojump_clock):
+    relay, client, child = make_relay(Limits())
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send_many([tool_request(1), tool_request(2),
+                                    {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                     "params": {"requestId": 1, "reason": "user"}}])
+            for _ in range(3):
+                await child.server.receive()
+            await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {}})  # late: dropped
+            await child.server.aclose()
+            child.exit(0)
+            replies = []
+            with pytest.raises(trio.EndOfChannel):
+                while True:
+                    replies.append(await client.receive())
+        assert [reply["id"] for reply in replies] == [2]
