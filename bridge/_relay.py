@@ -27,6 +27,7 @@ import trio
 
 from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
 
+from ._budget import ByteBudget
 from ._child import ChildProcess, describe_exit
 from ._errors import (
     CONNECTION_CLOSED,
@@ -43,6 +44,10 @@ logger = logging.getLogger(__name__)
 # Most messages moved per read or write: one system call carries a whole pipelined burst, while a
 # flood of small messages still yields to other connections regularly.
 BATCH = 64
+# What one error reply written by the bridge is counted as against the client's byte budget.
+ERROR_REPLY_BYTES = 256
+# Queued batches are coalesced into one write up to this many bytes (past it, they go one by one).
+WRITE_COALESCE_BYTES = 256 * 1024
 
 _ERROR_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request"}
 
@@ -91,13 +96,16 @@ class Relay:
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
-    _outbox: trio.MemorySendChannel[JSONObject] = attrs.field(init=False)
-    _outbox_reader: trio.MemoryReceiveChannel[JSONObject] = attrs.field(init=False)
+    _outbox: trio.MemorySendChannel[tuple[list[JSONObject], int]] = attrs.field(init=False)
+    _outbox_reader: trio.MemoryReceiveChannel[tuple[list[JSONObject], int]] = attrs.field(init=False)
+    _budget: ByteBudget = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._in_flight = InFlight(self.limits.max_in_flight)
         self._idle.set()
+        # Bounded twice: by batches (client_queue) and by bytes (client_queue_bytes).
         self._outbox, self._outbox_reader = trio.open_memory_channel(self.limits.client_queue)
+        self._budget = ByteBudget(self.limits.client_queue_bytes)
 
     @property
     def in_flight(self) -> int:
@@ -128,11 +136,11 @@ class Relay:
             self._ended.set()
 
     async def _answer_in_flight(self, ending: Ending) -> None:
-        for request_id in self._in_flight.take_all():
-            reply = error_response(request_id, ending.code, "Connection closed", ending.reason,
-                                   detail=ending.description, **ending.data)
-            if not await self._queue(reply):
-                return
+        replies = [error_response(request_id, ending.code, "Connection closed", ending.reason,
+                                  detail=ending.description, **ending.data)
+                   for request_id in self._in_flight.take_all()]
+        if replies:
+            await self._queue(replies, ERROR_REPLY_BYTES * len(replies))
 
     async def _wait_idle(self) -> None:
         while len(self._in_flight):
@@ -185,7 +193,7 @@ class Relay:
             message = "Message too large"
         else:
             message = _ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
-        await self._queue(error_response(error.request_id, error.rpc_code, message, error.reason,
+        await self._reply(error_response(error.request_id, error.rpc_code, message, error.reason,
                                          **data))
         logger.info("%s: %s (%s)", self.client.peer, message, error)
         if isinstance(error, MessageTooLarge):
@@ -205,18 +213,18 @@ class Relay:
         if message_kind is Kind.REQUEST:
             request_id = message["id"]
             if self.stopping.is_set():
-                await self._queue(error_response(request_id, CONNECTION_CLOSED, "Connection closed",
+                await self._reply(error_response(request_id, CONNECTION_CLOSED, "Connection closed",
                                                  "shutting-down", detail="the bridge is stopping"))
                 return False
             try:
                 self._opened(request_id)
             except DuplicateRequest:
-                await self._queue(error_response(request_id, INVALID_REQUEST, "Invalid Request",
+                await self._reply(error_response(request_id, INVALID_REQUEST, "Invalid Request",
                                                  "duplicate-id",
                                                  detail="this id is already in flight"))
                 return False
             except TooManyRequests:
-                await self._queue(error_response(request_id, TOO_MANY_REQUESTS, "Too many requests",
+                await self._reply(error_response(request_id, TOO_MANY_REQUESTS, "Too many requests",
                                                  "too-many-requests", limit=self.limits.max_in_flight))
                 return False
             return True
@@ -254,27 +262,27 @@ class Relay:
     async def _pump_child(self) -> None:
         channel = self.child.channel
         while True:
+            read_before = channel.bytes_received
             try:
                 items = await receive_batch(channel, BATCH)
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 self._child_eof.set()
                 return
+            out: list[JSONObject] = []
+            answered: list[Any] = []
             for item in items:
                 if isinstance(item, ProtocolError):
-                    await self._child_sent_bad_output(item)
+                    if not self._child_sent_bad_output(item, out, answered):
+                        break
                     continue
                 message_kind = kind(item)
                 if message_kind is Kind.RESPONSE:
                     request_id = item["id"]
                     if request_id is None:
-                        await self._queue(item)  # an error the child could not attribute
+                        out.append(item)  # an error the child could not attribute
                     elif request_id in self._in_flight:
-                        # Queue first, then mark answered: a cancelled queueing leaves the request
-                        # in flight, to be answered by the bridge, never twice and never not at all.
-                        if not await self._queue(item):
-                            return
-                        self._in_flight.close(request_id)
-                        self._check_idle()
+                        out.append(item)
+                        answered.append(request_id)
                     else:
                         self._in_flight.close(request_id)
                         logger.debug("%s: dropped the child's reply to no request in flight: id %r",
@@ -282,33 +290,43 @@ class Relay:
                     continue
                 if message_kind is Kind.REQUEST:
                     self._remember_child_request(item["id"])
-                if not await self._queue(item):
-                    return
+                out.append(item)
+            if not out:
+                continue
+            # Queue first, then mark answered: a cancelled queueing leaves the requests in flight,
+            # to be answered by the bridge: never twice, and never not at all.
+            if not await self._queue(out, channel.bytes_received - read_before):
+                return
+            for request_id in answered:
+                self._in_flight.close(request_id)
+            self._check_idle()
 
     def _remember_child_request(self, request_id: Any) -> None:
         self._child_requests[request_id] = None
         if len(self._child_requests) > self.limits.max_in_flight:
             del self._child_requests[next(iter(self._child_requests))]
 
-    async def _child_sent_bad_output(self, error: ProtocolError) -> None:
+    def _child_sent_bad_output(self, error: ProtocolError, out: list[JSONObject],
+                               answered: list[Any]) -> bool:
+        """Deal with one bad line from the child; False if the connection must end because of it."""
         if not isinstance(error, MessageTooLarge):
             self.child.note_garbage(error)
-            return
+            return True
         limit = error.limit
         request_id = error.request_id
         if request_id is not None and request_id in self._in_flight:
             logger.warning("[%s pid %d] reply to %r is larger than %d bytes; answering with an error",
                            self.child.spec.name, self.child.pid, request_id, limit)
-            if await self._queue(error_response(request_id, REPLY_TOO_LARGE, "Reply too large",
-                                                "reply-too-large", limit=limit)):
-                self._in_flight.close(request_id)
-                self._check_idle()
-            return
+            out.append(error_response(request_id, REPLY_TOO_LARGE, "Reply too large",
+                                      "reply-too-large", limit=limit))
+            answered.append(request_id)
+            return True
         # A message that cannot be attributed may have been any request's reply; the only way to
         # keep "every request gets exactly one reply" is to end the connection and answer them all.
         self._end(Ending(f"child wrote a message larger than {limit} bytes that could not be "
                          "attributed to a request", "reply-too-large", REPLY_TOO_LARGE,
                          {"limit": limit}))
+        return False
 
     async def _watch_child(self) -> None:
         """End the connection when the child exits or closes its stdout, after reading what it
@@ -343,26 +361,38 @@ class Relay:
             await self._wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
 
-    async def _queue(self, message: JSONObject) -> bool:
-        """Queue a message for the client (backpressure when full); False if the client is gone."""
+    async def _reply(self, message: JSONObject) -> bool:
+        """Queue one reply written by the bridge itself."""
+        return await self._queue([message], ERROR_REPLY_BYTES)
+
+    async def _queue(self, messages: list[JSONObject], size: int) -> bool:
+        """Queue messages for the client, counted as ``size`` bytes. Waits while the client's
+        queue is full (backpressure); False if the client is gone. Atomic under cancellation:
+        either all of ``messages`` are queued or none."""
+        await self._budget.acquire(size)
         try:
-            await self._outbox.send(message)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False
+            await self._outbox.send((messages, size))
+        except BaseException as exc:
+            self._budget.release(size)
+            if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
+                return False
+            raise
         return True
 
     async def _write_to_client(self) -> None:
         async with self._outbox_reader:
-            async for first in self._outbox_reader:
-                batch = [first]
-                while len(batch) < BATCH:
+            async for batch, size in self._outbox_reader:
+                while size < WRITE_COALESCE_BYTES and len(batch) < BATCH:
                     try:
-                        batch.append(self._outbox_reader.receive_nowait())
+                        more, more_size = self._outbox_reader.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
+                    batch = batch + more
+                    size += more_size
                 try:
                     with trio.fail_after(self.limits.send_timeout):
                         await self.client.send_many(batch)
+                    self._budget.release(size)
                 except trio.TooSlowError:
                     self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
                                      "client-too-slow"))

@@ -45,7 +45,7 @@ class StreamChannel(MessageChannel):
     """
 
     __slots__ = ("_closed", "_eof", "_framer", "_peer", "_pending", "_receiving", "_sending",
-                 "_stream", "dropped_at_eof")
+                 "_stream", "bytes_received", "bytes_sent", "dropped_at_eof")
 
     def __init__(
         self,
@@ -64,6 +64,10 @@ class StreamChannel(MessageChannel):
         self._sending = False
         self.dropped_at_eof = 0
         """Bytes of a partial last line dropped at end of input (0 if the peer ended cleanly)."""
+        self.bytes_received = 0
+        """Bytes read from the stream so far."""
+        self.bytes_sent = 0
+        """Bytes written to the stream so far (counted once ``send_all`` returned)."""
 
     @property
     def peer(self) -> PeerInfo:
@@ -89,6 +93,7 @@ class StreamChannel(MessageChannel):
                     raise trio.EndOfChannel
                 data = await self._stream.receive_some(RECEIVE_SIZE)
                 if data:
+                    self.bytes_received += len(data)
                     self._pending.extend(self._framer.feed(data))
                 else:
                     self._eof = True
@@ -138,6 +143,7 @@ class StreamChannel(MessageChannel):
                     raise ValueError(f"not a JSON-RPC message: {exc}") from None
             data = b"".join([encode(message) for message in messages])
             await self._stream.send_all(data)
+            self.bytes_sent += len(data)
         finally:
             self._sending = False
 

@@ -1,0 +1,37 @@
+"""A byte budget: how much may be queued for one client before its producers wait."""
+
+from __future__ import annotations
+
+import trio
+
+
+class ByteBudget:
+    """Admits holders while their sizes add up to at most ``limit`` bytes.
+
+    One holder alone may exceed the limit (a single message larger than the budget must still
+    pass, or it would wait forever); everyone else then waits until it is released.
+
+    Args:
+        limit: bytes that may be held at once.
+    """
+
+    __slots__ = ("_released", "limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._released = trio.Event()
+
+    async def acquire(self, size: int) -> None:
+        """Wait until ``size`` bytes fit, then hold them. Cancel-safe: nothing is held if
+        cancelled."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self.used and self.used + size > self.limit:
+            await self._released.wait()
+        self.used += size
+
+    def release(self, size: int) -> None:
+        """Give back ``size`` bytes and wake the waiters."""
+        self.used -= size
+        self._released.set()
+        self._released = trio.Event()
