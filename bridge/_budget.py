@@ -15,20 +15,33 @@ class ByteBudget:
         limit: bytes that may be held at once.
     """
 
-    __slots__ = ("_released", "limit", "used")
+    __slots__ = ("_closed", "_released", "limit", "used")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self._closed = False
         self._released = trio.Event()
 
     async def acquire(self, size: int) -> None:
         """Wait until ``size`` bytes fit, then hold them. Cancel-safe: nothing is held if
-        cancelled."""
+        cancelled.
+
+        Raises:
+            trio.ClosedResourceError: the budget was closed (its consumer is gone), also while
+                waiting.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
-        while self.used and self.used + size > self.limit:
+        while not self._closed and self.used and self.used + size > self.limit:
             await self._released.wait()
+        if self._closed:
+            raise trio.ClosedResourceError("nobody consumes this budget any more")
         self.used += size
+
+    def close(self) -> None:
+        """The consumer is gone: fail every present and future :meth:`acquire`."""
+        self._closed = True
+        self._released.set()
 
     def release(self, size: int) -> None:
         """Give back ``size`` bytes and wake the waiters."""

@@ -369,7 +369,10 @@ class Relay:
         """Queue messages for the client, counted as ``size`` bytes. Waits while the client's
         queue is full (backpressure); False if the client is gone. Atomic under cancellation:
         either all of ``messages`` are queued or none."""
-        await self._budget.acquire(size)
+        try:
+            await self._budget.acquire(size)
+        except trio.ClosedResourceError:
+            return False
         try:
             await self._outbox.send((messages, size))
         except BaseException as exc:
@@ -381,22 +384,28 @@ class Relay:
 
     async def _write_to_client(self) -> None:
         async with self._outbox_reader:
-            async for batch, size in self._outbox_reader:
-                while size < WRITE_COALESCE_BYTES and len(batch) < BATCH:
-                    try:
-                        more, more_size = self._outbox_reader.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    batch = batch + more
-                    size += more_size
+            try:
+                await self._write_batches()
+            finally:
+                self._budget.close()  # nobody will release what is held: let producers fail
+
+    async def _write_batches(self) -> None:
+        async for batch, size in self._outbox_reader:
+            while size < WRITE_COALESCE_BYTES and len(batch) < BATCH:
                 try:
-                    with trio.fail_after(self.limits.send_timeout):
-                        await self.client.send_many(batch)
-                    self._budget.release(size)
-                except trio.TooSlowError:
-                    self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
-                                     "client-too-slow"))
-                    return
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._end(CLIENT_GONE)
-                    return
+                    more, more_size = self._outbox_reader.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+                batch = batch + more
+                size += more_size
+            try:
+                with trio.fail_after(self.limits.send_timeout):
+                    await self.client.send_many(batch)
+                self._budget.release(size)
+            except trio.TooSlowError:
+                self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
+                                 "client-too-slow"))
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._end(CLIENT_GONE)
+                return

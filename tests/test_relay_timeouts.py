@@ -206,3 +206,20 @@ async def test_the_byte_budget_admits_one_oversized_holder_alone_and_wakes_waite
             budget.release(500)
             await admitted.wait()
     assert budget.used == 10
+
+
+async def test_requests_in_flight_when_the_client_vanishes_mid_write_do_not_hang_the_relay():
+    # The writer dies holding budget (a large batch it could not deliver); answering the requests
+    # still in flight must then give up, not wait for budget nobody will release.
+    limits = Limits(client_queue_bytes=1024)
+    relay, client, child = make_relay(limits, lockstep_client=True)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(1))
+            await child.server.receive()
+            await child.server.send({"jsonrpc": "2.0", "method": "notifications/message",
+                                     "params": {"level": "info", "data": "x" * 4096}})
+            await trio.testing.wait_all_tasks_blocked()
+            await client.aclose()  # the relay's write of that notification now breaks
+    assert relay.ending is not None and relay.ending.reason == "client-disconnected"
