@@ -12,7 +12,8 @@ Stop, the MCP shutdown order, every step bounded and shielded from cancellation:
 2. wait ``stop_stdin_timeout`` for it to exit, still reading its stdout so that a child blocked on a
    full pipe can finish;
 3. SIGTERM the process group, wait ``stop_term_timeout``;
-4. SIGKILL the process group and reap the child;
+4. SIGKILL the process group and reap the child (at once, skipping 2 and 3, once
+   :meth:`ChildProcess.hurry` was called);
 5. SIGKILL the group once more, so that grandchildren left behind by a leader that exited are not
    orphaned (a grandchild that started its own session escapes this; only a cgroup, such as
    systemd's ``KillMode=mixed``, reaches those).
@@ -36,7 +37,7 @@ from ._errors import ChildStartError
 from ._limits import Limits
 from ._stderr import RateLimiter, escape_for_log, log_stderr
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("bridge.child")
 
 # Inherited from the bridge's environment: python-sdk's DEFAULT_INHERITED_ENV_VARS (HOME, LOGNAME,
 # PATH, SHELL, TERM, USER) plus the locale and time zone, which interpreters need to decode text and
@@ -105,6 +106,7 @@ class ChildProcess:
     _garbage_log: RateLimiter = attrs.field(init=False, factory=lambda: RateLimiter(GARBAGE_LOGS_PER_SECOND))
     _stopped: trio.Event = attrs.field(init=False, factory=trio.Event)
     _stopping: bool = attrs.field(init=False, default=False)
+    _hurry: trio.Event = attrs.field(init=False, factory=trio.Event)
 
     @property
     def pid(self) -> int:
@@ -130,10 +132,24 @@ class ChildProcess:
                            self.spec.name, self.pid, error, escape_for_log(error.excerpt),
                            f" ({suppressed} more dropped)" if suppressed else "")
 
-    def kill(self) -> None:
-        """SIGKILL the whole process group now (the second-signal path). Reaping is left to
-        :meth:`stop`."""
-        self._signal_group(signal.SIGKILL)
+    def hurry(self) -> None:
+        """Make :meth:`stop` skip its grace periods and SIGKILL the group at once (the
+        second-signal path); a stop already waiting stops waiting. The child keeps running until
+        its owner stops it, so its connection can still answer what is in flight."""
+        self._hurry.set()
+
+    async def _wait_exit(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the process to exit, or until :meth:`hurry` is called."""
+        with trio.move_on_after(timeout):
+            async with trio.open_nursery() as nursery:
+
+                async def hurried() -> None:
+                    await self._hurry.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(hurried)
+                await self.process.wait()
+                nursery.cancel_scope.cancel()
 
     def _signal_group(self, signum: signal.Signals) -> None:
         try:
@@ -162,17 +178,19 @@ class ChildProcess:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._discard_output)
             await trio.aclose_forcefully(process.stdin)  # type: ignore[arg-type]
-            with trio.move_on_after(self.limits.stop_stdin_timeout):
-                await process.wait()
-            if process.returncode is None:
+            await self._wait_exit(self.limits.stop_stdin_timeout)
+            if process.returncode is None and not self._hurry.is_set():
                 logger.info("[%s pid %d] still running %.1fs after stdin closed; sending SIGTERM",
                             self.spec.name, process.pid, self.limits.stop_stdin_timeout)
                 self._signal_group(signal.SIGTERM)
-                with trio.move_on_after(self.limits.stop_term_timeout):
-                    await process.wait()
+                await self._wait_exit(self.limits.stop_term_timeout)
             if process.returncode is None:
-                logger.warning("[%s pid %d] ignored SIGTERM for %.1fs; sending SIGKILL",
-                               self.spec.name, process.pid, self.limits.stop_term_timeout)
+                if self._hurry.is_set():
+                    logger.info("[%s pid %d] stopping at once: sending SIGKILL",
+                                self.spec.name, process.pid)
+                else:
+                    logger.warning("[%s pid %d] ignored SIGTERM for %.1fs; sending SIGKILL",
+                                   self.spec.name, process.pid, self.limits.stop_term_timeout)
                 self._signal_group(signal.SIGKILL)
                 await process.wait()
             self._signal_group(signal.SIGKILL)  # grandchildren left in the group
@@ -218,13 +236,23 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
                             peer=PeerInfo("pipe", f"pid {process.pid}"))
     child = ChildProcess(process, channel, spec, limits)
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(spec.argv))
+    body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
             try:
                 yield child
+            except BaseException as exc:
+                body_error = exc
+                raise
             finally:
                 await child.stop()
                 nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps what the caller's block raised; give the caller its own exception back,
+        # so that `except SomeError` around `async with open_child(...)` works as it reads.
+        if body_error is not None and group.exceptions == (body_error,):
+            raise body_error from None
+        raise
     finally:
         await child.stop()  # also when the nursery itself failed

@@ -82,7 +82,7 @@ def _duration(field: str):  # type: ignore[no-untyped-def]
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return int(text)
 
@@ -174,7 +174,7 @@ def connect_parser() -> argparse.ArgumentParser:
 
 
 def _resolve_group(text: str) -> int:
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     try:
         return grp.getgrnam(text).gr_gid
@@ -234,11 +234,10 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
 
 async def serve(config: ServeConfig) -> int:
     """Run the daemon with signal handling: the first SIGTERM/SIGINT stops gracefully, the second
-    kills the children and stops at once."""
+    stops at once."""
     daemon = Daemon(config)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            daemon_scope = trio.CancelScope()
 
             async def watch_signals() -> None:
                 received = 0
@@ -249,13 +248,11 @@ async def serve(config: ServeConfig) -> int:
                         logger.info("%s received: stopping gracefully", name)
                         daemon.stop()
                     else:
-                        logger.warning("%s received again: stopping now", name)
-                        daemon.kill_children()
-                        daemon_scope.cancel()
+                        logger.warning("%s received again", name)
+                        daemon.stop_now()
 
             nursery.start_soon(watch_signals)
-            with daemon_scope:
-                await daemon.run()
+            await daemon.run()
             nursery.cancel_scope.cancel()
     return EXIT_OK
 

@@ -19,6 +19,7 @@ from channels import (
     ConnectOptions,
     JSONObject,
     MessageChannel,
+    MessageTooLarge,
     PeerInfo,
     ProtocolError,
     StreamChannel,
@@ -26,10 +27,10 @@ from channels import (
     receive_batch,
 )
 
-from ._errors import error_response
+from ._errors import REPLY_TOO_LARGE, error_response
 from ._relay import BATCH
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("bridge.connect")
 
 EXIT_OK = 0
 EXIT_LOST = 1  # the connection closed or broke while the local client still used it
@@ -93,7 +94,20 @@ class _Connection:
                 return
             messages = []
             for item in items:
-                if isinstance(item, ProtocolError):
+                if isinstance(item, MessageTooLarge):
+                    if item.request_id is None:
+                        # It may have been any request's reply: end, so the client fails them all
+                        # instead of waiting forever for one.
+                        logger.error("the bridge sent a message over --max-message (%d bytes) "
+                                     "that names no request; closing", item.limit)
+                        self.exit_code = EXIT_LOST
+                        return
+                    logger.error("reply to %r is over --max-message (%d bytes); answering it "
+                                 "with an error", item.request_id, item.limit)
+                    messages.append(error_response(item.request_id, REPLY_TOO_LARGE,
+                                                   "Reply too large", item.reason,
+                                                   limit=item.limit))
+                elif isinstance(item, ProtocolError):
                     logger.warning("dropped an invalid message from the bridge: %s", item)
                 else:
                     messages.append(item)

@@ -35,11 +35,13 @@ from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, e
 from ._limits import Limits
 from ._relay import Relay
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("bridge.daemon")
 
 # After the drain deadline, connections get this long to flush their last replies before they are
 # cancelled (the child stop that follows is bounded separately by the stop timeouts).
 STOP_GRACE = 2.0
+# On an immediate stop (the second signal), connections get this long to answer what is in flight.
+STOP_NOW_GRACE = 0.5
 # A refused connection (over the cap, or its child failed to start) gets this long to send its
 # first request, so that the refusal can answer it by id, and to read the answer.
 REFUSAL_TIMEOUT = 5.0
@@ -96,6 +98,8 @@ class Daemon:
     addresses: list[str] = attrs.field(init=False, factory=list)
     """The bound addresses (real ports included), once :meth:`run` has started."""
     _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _stop_now: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
     _relays: set[Relay] = attrs.field(init=False, factory=set)
     _children: set[ChildProcess] = attrs.field(init=False, factory=set)
     _connections: int = attrs.field(init=False, default=0)
@@ -121,11 +125,20 @@ class Daemon:
                         sum(relay.in_flight for relay in self._relays))
             self._stopping.set()
 
-    def kill_children(self) -> None:
-        """SIGKILL every child's process group now (the second-signal path); they are still reaped
-        by their connections."""
+    def stop_now(self) -> None:
+        """Stop at once (the second signal): every connection answers its requests in flight with
+        ``-32000`` and closes within ``STOP_NOW_GRACE``; children get SIGKILL instead of the MCP
+        order's grace periods, and are still reaped."""
+        self.stop()
+        if self._stop_now.is_set():
+            return
+        logger.warning("stopping at once")
+        self._stop_now.set()
         for child in self._children:
-            child.kill()
+            child.hurry()
+        if self._connections_scope is not None:
+            self._connections_scope.deadline = min(self._connections_scope.deadline,
+                                                   trio.current_time() + STOP_NOW_GRACE)
 
     async def run(self, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until :meth:`stop` has been called and every connection has ended.
@@ -139,6 +152,7 @@ class Daemon:
         listeners = await self._open_listeners()
         try:
             async with trio.open_nursery() as connections:
+                self._connections_scope = connections.cancel_scope
                 async with trio.open_nursery() as accepting:
                     await accepting.start(
                         partial(trio.serve_listeners, self._handle, listeners,
@@ -149,8 +163,9 @@ class Daemon:
                     task_status.started(self.addresses)
                     await self._stopping.wait()
                     accepting.cancel_scope.cancel()
-                connections.cancel_scope.deadline = (
-                    trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE
+                connections.cancel_scope.deadline = min(
+                    connections.cancel_scope.deadline,
+                    trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE,
                 )
         finally:
             for listener in listeners:
@@ -205,8 +220,10 @@ class Daemon:
             async with open_child(self.config.child, self.config.limits) as child:
                 started = child
                 self._children.add(child)
+                if self._stop_now.is_set():
+                    child.hurry()
                 logger.info("%s: connected; child pid %d", client.peer, child.pid)
-                relay = Relay(client, child, self.config.limits, self._stopping)
+                relay = Relay(client, child, self.config.limits, self._stopping, self._stop_now)
                 self._relays.add(relay)
                 try:
                     ending = await relay.run()

@@ -39,7 +39,7 @@ from ._errors import (
 from ._inflight import DuplicateRequest, InFlight, TooManyRequests
 from ._limits import Limits
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("bridge.relay")
 
 # Most messages moved per read or write: one system call carries a whole pipelined burst, while a
 # flood of small messages still yields to other connections regularly.
@@ -83,12 +83,14 @@ class Relay:
         limits: bounds and timeouts.
         stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
             flight get ``limits.drain_timeout`` to finish.
+        stop_now: set by the daemon to end at once: requests in flight are answered with an error.
     """
 
     client: MessageChannel
     child: ChildProcess
     limits: Limits
     stopping: trio.Event = attrs.field(factory=trio.Event)
+    stop_now: trio.Event = attrs.field(factory=trio.Event)
 
     ending: Ending | None = attrs.field(init=False, default=None)
     _in_flight: InFlight = attrs.field(init=False)
@@ -121,6 +123,7 @@ class Relay:
                 tasks.start_soon(self._pump_child)
                 tasks.start_soon(self._watch_child)
                 tasks.start_soon(self._watch_stopping)
+                tasks.start_soon(self._watch_stop_now)
                 await self._ended.wait()
                 tasks.cancel_scope.cancel()
             assert self.ending is not None
@@ -360,6 +363,10 @@ class Relay:
         with trio.move_on_after(self.limits.drain_timeout):
             await self._wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
+
+    async def _watch_stop_now(self) -> None:
+        await self.stop_now.wait()
+        self._end(Ending("the bridge was stopped at once", "shutting-down"))
 
     async def _reply(self, message: JSONObject) -> bool:
         """Queue one reply written by the bridge itself."""

@@ -86,9 +86,8 @@ async def log_stderr(stream: trio.abc.ReceiveStream, name: str, pid: int) -> Non
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:
-        if framer.buffered:
-            logger.info("[%s pid %d] %s", name, pid, escape_for_log(b"(partial line at exit)"))
-        framer.close()
+        if last := framer.take_partial():  # a last line without a newline is still logged
+            emit(last)
         if suppressed := limiter.flush():
             logger.warning("[%s pid %d] %d stderr lines suppressed (over %d/s)",
                            name, pid, suppressed, STDERR_LINES_PER_SECOND)

@@ -34,7 +34,8 @@ class Oversized:
     """A line that exceeded the limit; it has been (or is being) discarded.
 
     Attributes:
-        prefix: its first bytes (at most ``OVERSIZED_PREFIX_BYTES``).
+        prefix: its first bytes: ``min(OVERSIZED_PREFIX_BYTES, max_line_bytes)`` of them, the same
+            whatever the chunking (that many are always known when the limit is crossed).
     """
 
     prefix: bytes
@@ -47,12 +48,13 @@ class LineFramer:
         max_line_bytes: the longest line accepted, in bytes, excluding the ``\\n``.
     """
 
-    __slots__ = ("_buffer", "_discarding", "max_line_bytes")
+    __slots__ = ("_buffer", "_discarding", "_prefix_bytes", "max_line_bytes")
 
     def __init__(self, max_line_bytes: int) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be at least 1")
         self.max_line_bytes = max_line_bytes
+        self._prefix_bytes = min(OVERSIZED_PREFIX_BYTES, max_line_bytes)
         self._buffer = bytearray()
         self._discarding = False
 
@@ -85,10 +87,18 @@ class LineFramer:
 
     def close(self) -> int:
         """Signal end of input; return how many bytes of a partial last line were dropped."""
-        dropped = len(self._buffer)
+        return len(self.take_partial())
+
+    def take_partial(self) -> bytes:
+        """End of input: return the partial last line (without ``\r``) and forget it.
+
+        For consumers that want it anyway, such as a log of a child's stderr (its last words often
+        lack a newline). A line being discarded as over-long is not returned.
+        """
+        partial = bytes(self._buffer).removesuffix(b"\r")
         self._buffer.clear()
         self._discarding = False
-        return dropped
+        return partial
 
     @property
     def buffered(self) -> int:
@@ -99,7 +109,7 @@ class LineFramer:
         if line.endswith(b"\r"):
             line = line[:-1]
         if len(line) > self.max_line_bytes:
-            items.append(Oversized(line[:OVERSIZED_PREFIX_BYTES]))
+            items.append(Oversized(line[: self._prefix_bytes]))
         elif line:
             items.append(line)
 
@@ -107,9 +117,9 @@ class LineFramer:
         # A partial line may legitimately hold max_line_bytes plus a trailing "\r" that the next
         # chunk's "\n" would strip; only one byte past that can be declared over-long for sure.
         if len(self._buffer) + len(data) > self.max_line_bytes + 1:
-            prefix = bytes(self._buffer[:OVERSIZED_PREFIX_BYTES])
-            if len(prefix) < OVERSIZED_PREFIX_BYTES:
-                prefix += data[: OVERSIZED_PREFIX_BYTES - len(prefix)]
+            prefix = bytes(self._buffer[: self._prefix_bytes])
+            if len(prefix) < self._prefix_bytes:
+                prefix += data[: self._prefix_bytes - len(prefix)]
             self._buffer.clear()
             self._discarding = True
             items.append(Oversized(prefix))

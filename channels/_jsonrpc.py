@@ -179,6 +179,8 @@ def sniff_leading_id(prefix: bytes) -> RequestId | None:
         return None
     try:
         value = json.loads(match.group(1))
-    except ValueError:
+        if isinstance(value, str):
+            value.encode("utf-8")  # a lone surrogate could not be written back in a reply
+    except ValueError:  # UnicodeEncodeError included
         return None
     return value if is_request_id(value) else None

@@ -28,7 +28,7 @@ from ._address import (
 from ._channel import MessageChannel, PeerInfo
 from ._stream import StreamChannel
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("channels.tcp")
 
 
 def format_host_port(host: str, port: int) -> str:
@@ -45,7 +45,9 @@ def split_host_port(text: str, *, form: str) -> tuple[str, int]:
     host, colon, port_text = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not colon or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    # isdigit() alone admits "²" and other digits int() rejects.
+    if (not colon or not host or not (port_text.isascii() and port_text.isdigit())
+            or not 0 <= int(port_text) <= 65535):
         raise AddressError(f"{text!r}: expected {form}")
     return host, int(port_text)
 
@@ -97,8 +99,12 @@ class TcpAddress(Address):
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        host, port = split_host_port(text.removeprefix("tcp:"),
-                                     form="tcp:HOST:PORT, for example tcp:127.0.0.1:7300")
+        try:
+            host, port = split_host_port(text.removeprefix("tcp:"),
+                                         form="tcp:HOST:PORT, for example tcp:127.0.0.1:7300")
+        except AddressError:
+            raise AddressError(f"{text!r}: expected tcp:HOST:PORT, for example tcp:127.0.0.1:7300"
+                               ) from None
         return cls(host, port)
 
     def __str__(self) -> str:
