@@ -24,12 +24,6 @@ MAX_IN_FLIGHT = 256
 # Connections served at once across all listeners: HAProxy-style maxconn, sized for one host where
 # each connection costs a child process.
 MAX_CONNECTIONS = 256
-# Batches of messages queued for one client before the bridge stops reading from its child: websockets
-# max_queue is 16, Envoy's buffers are 32 KiB; 64 small messages keep a pipelining client busy.
-CLIENT_QUEUE = 64
-# ... and at most this many bytes (reliability-anchors §4: "64 messages or 8 MiB, whichever comes
-# first"); a single message larger than this still passes, alone.
-CLIENT_QUEUE_BYTES = 8 * MiB
 # Consecutive invalid messages tolerated before a client is disconnected (reliability-anchors #15).
 MAX_CONSECUTIVE_ERRORS = 10
 
@@ -89,8 +83,6 @@ class Limits:
     max_child_message: int = MAX_CHILD_MESSAGE
     max_in_flight: int = MAX_IN_FLIGHT
     max_connections: int = MAX_CONNECTIONS
-    client_queue: int = CLIENT_QUEUE
-    client_queue_bytes: int = CLIENT_QUEUE_BYTES
     max_consecutive_errors: int = MAX_CONSECUTIVE_ERRORS
     send_timeout: float = SEND_TIMEOUT
     half_close_timeout: float = HALF_CLOSE_TIMEOUT

@@ -10,11 +10,17 @@ the bookkeeping that makes the guarantees hold (DESIGN.md §5):
 * every queue is bounded and a slow side gets backpressure, never buffering (4).
 
 Tasks, all inside :meth:`Relay.run`: ``_pump_client`` (client → child), ``_pump_child`` (child →
-client), ``_write_to_client`` (the only writer to the client, fed by a bounded queue that both pumps
-use), ``_watch_child`` and ``_watch_stopping``. The first condition that ends the connection is
-recorded as an :class:`Ending`; the pumps are then cancelled, the requests still in flight are
-answered with the Ending's error, the queue is flushed (each write bounded by ``send_timeout``), and
-``run`` returns. Closing the client and stopping the child are left to their owners.
+client), ``_watch_child``, ``_watch_stopping`` and ``_watch_stop_now``. The first condition that ends
+the connection is recorded as an :class:`Ending`; the tasks are then cancelled, the requests still in
+flight are answered with the Ending's error, and ``run`` returns. Closing the client and stopping the
+child are left to their owners.
+
+There is no queue between the pumps and the client: each pump writes its batch itself, under a lock
+(the child's replies and the bridge's own errors share the connection). A client that does not read
+therefore stops the child pump, which stops reading the child, whose writes then block: memory per
+connection is one batch per direction, and the backpressure reaches the child, as it would on stdio.
+A write that makes no progress for ``send_timeout`` ends the connection. (With one child per
+connection, a slow client can only stall its own child; a shared child needs per-client queues.)
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ import trio
 
 from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
 
-from ._budget import ByteBudget
 from ._child import ChildProcess, describe_exit
 from ._errors import (
     CONNECTION_CLOSED,
@@ -44,10 +49,6 @@ logger = logging.getLogger("bridge.relay")
 # Most messages moved per read or write: one system call carries a whole pipelined burst, while a
 # flood of small messages still yields to other connections regularly.
 BATCH = 64
-# What one error reply written by the bridge is counted as against the client's byte budget.
-ERROR_REPLY_BYTES = 256
-# Queued batches are coalesced into one write up to this many bytes (past it, they go one by one).
-WRITE_COALESCE_BYTES = 256 * 1024
 
 _ERROR_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request"}
 
@@ -98,16 +99,12 @@ class Relay:
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
-    _outbox: trio.MemorySendChannel[tuple[list[JSONObject], int]] = attrs.field(init=False)
-    _outbox_reader: trio.MemoryReceiveChannel[tuple[list[JSONObject], int]] = attrs.field(init=False)
-    _budget: ByteBudget = attrs.field(init=False)
+    _write_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    _client_writable: bool = attrs.field(init=False, default=True)
 
     def __attrs_post_init__(self) -> None:
         self._in_flight = InFlight(self.limits.max_in_flight)
         self._idle.set()
-        # Bounded twice: by batches (client_queue) and by bytes (client_queue_bytes).
-        self._outbox, self._outbox_reader = trio.open_memory_channel(self.limits.client_queue)
-        self._budget = ByteBudget(self.limits.client_queue_bytes)
 
     @property
     def in_flight(self) -> int:
@@ -116,19 +113,16 @@ class Relay:
 
     async def run(self) -> Ending:
         """Relay until the connection ends; return why. Never raises for transport failures."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_to_client)
-            async with trio.open_nursery() as tasks:
-                tasks.start_soon(self._pump_client)
-                tasks.start_soon(self._pump_child)
-                tasks.start_soon(self._watch_child)
-                tasks.start_soon(self._watch_stopping)
-                tasks.start_soon(self._watch_stop_now)
-                await self._ended.wait()
-                tasks.cancel_scope.cancel()
-            assert self.ending is not None
-            await self._answer_in_flight(self.ending)
-            await self._outbox.aclose()
+        async with trio.open_nursery() as tasks:
+            tasks.start_soon(self._pump_client)
+            tasks.start_soon(self._pump_child)
+            tasks.start_soon(self._watch_child)
+            tasks.start_soon(self._watch_stopping)
+            tasks.start_soon(self._watch_stop_now)
+            await self._ended.wait()
+            tasks.cancel_scope.cancel()
+        assert self.ending is not None
+        await self._answer_in_flight(self.ending)
         return self.ending
 
     # -- ending --------------------------------------------------------------------------------
@@ -143,7 +137,7 @@ class Relay:
                                   detail=ending.description, **ending.data)
                    for request_id in self._in_flight.take_all()]
         if replies:
-            await self._queue(replies, ERROR_REPLY_BYTES * len(replies))
+            await self._send_to_client(replies)
 
     async def _wait_idle(self) -> None:
         while len(self._in_flight):
@@ -265,7 +259,6 @@ class Relay:
     async def _pump_child(self) -> None:
         channel = self.child.channel
         while True:
-            read_before = channel.bytes_received
             try:
                 items = await receive_batch(channel, BATCH)
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -296,9 +289,9 @@ class Relay:
                 out.append(item)
             if not out:
                 continue
-            # Queue first, then mark answered: a cancelled queueing leaves the requests in flight,
-            # to be answered by the bridge: never twice, and never not at all.
-            if not await self._queue(out, channel.bytes_received - read_before):
+            # Deliver first, then mark answered: a write that fails or is cancelled leaves the
+            # requests in flight, to be answered by the bridge: never twice, never not at all.
+            if not await self._send_to_client(out):
                 return
             for request_id in answered:
                 self._in_flight.close(request_id)
@@ -369,50 +362,36 @@ class Relay:
         self._end(Ending("the bridge was stopped at once", "shutting-down"))
 
     async def _reply(self, message: JSONObject) -> bool:
-        """Queue one reply written by the bridge itself."""
-        return await self._queue([message], ERROR_REPLY_BYTES)
+        """Send one reply written by the bridge itself."""
+        return await self._send_to_client([message])
 
-    async def _queue(self, messages: list[JSONObject], size: int) -> bool:
-        """Queue messages for the client, counted as ``size`` bytes. Waits while the client's
-        queue is full (backpressure); False if the client is gone. Atomic under cancellation:
-        either all of ``messages`` are queued or none."""
-        try:
-            await self._budget.acquire(size)
-        except trio.ClosedResourceError:
+    async def _send_to_client(self, messages: list[JSONObject]) -> bool:
+        """Write to the client, waiting while it does not read (backpressure), at most
+        ``send_timeout`` per write. False if the client is gone or was given up on.
+
+        A write cancelled half-way may have left part of a line on the wire; nothing is written to
+        that client after it, since the next byte would corrupt the framing.
+        """
+        if not self._client_writable:
             return False
         try:
-            await self._outbox.send((messages, size))
-        except BaseException as exc:
-            self._budget.release(size)
-            if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
+            self._write_lock.acquire_nowait()  # uncontended: no trip through the scheduler
+        except trio.WouldBlock:
+            await self._write_lock.acquire()
+        try:
+            if not self._client_writable:
                 return False
-            raise
-        return True
-
-    async def _write_to_client(self) -> None:
-        async with self._outbox_reader:
-            try:
-                await self._write_batches()
-            finally:
-                self._budget.close()  # nobody will release what is held: let producers fail
-
-    async def _write_batches(self) -> None:
-        async for batch, size in self._outbox_reader:
-            while size < WRITE_COALESCE_BYTES and len(batch) < BATCH:
-                try:
-                    more, more_size = self._outbox_reader.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                batch = batch + more
-                size += more_size
-            try:
-                with trio.fail_after(self.limits.send_timeout):
-                    await self.client.send_many(batch)
-                self._budget.release(size)
-            except trio.TooSlowError:
-                self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
-                                 "client-too-slow"))
-                return
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._end(CLIENT_GONE)
-                return
+            self._client_writable = False  # until the write has completed
+            with trio.move_on_after(self.limits.send_timeout) as timeout:
+                await self.client.send_many(messages)
+                self._client_writable = True
+                return True
+            assert timeout.cancelled_caught
+            self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
+                             "client-too-slow"))
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._end(CLIENT_GONE)
+            return False
+        finally:
+            self._write_lock.release()

@@ -68,6 +68,9 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
         """Send several messages in order; implementations may coalesce them into one write.
 
         Not atomic: if it fails or is cancelled, a prefix of ``messages`` may have been sent.
+        Unlike :meth:`send`, it may return without yielding to the scheduler when the transport
+        took everything at once (it still raises ``Cancelled`` if cancelled); a task that loops on
+        it must yield elsewhere, for example in ``receive``.
         """
         for message in messages:
             await self.send(message)

@@ -6,8 +6,10 @@ TLS: everything that moves bytes reliably in both directions.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import final
 
 import trio
@@ -29,6 +31,21 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LOG_EXCERPT_BYTES = 200
 
 
+def _send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
+    """How to find the file descriptor ``stream`` sends on, if it is a plain socket or pipe.
+
+    The getter is called for each write, because the fd becomes -1 once the stream is closed (and
+    its number may then be reused by another file).
+    """
+    if isinstance(stream, trio.StapledStream):
+        return _send_fd_getter(stream.send_stream)
+    if isinstance(stream, trio.SocketStream):
+        return stream.socket.fileno
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return stream.fileno
+    return None
+
+
 @final
 class StreamChannel(MessageChannel):
     """Newline-framed JSON-RPC messages over a byte stream.
@@ -41,11 +58,19 @@ class StreamChannel(MessageChannel):
 
     Receiving is buffered: one ``receive_some`` may yield many messages, which :meth:`receive` and
     :meth:`receive_nowait` then hand out one at a time. :meth:`send_many` writes a batch with a
-    single ``send_all``.
+    single write.
+
+    :meth:`send_many` tries writes to a socket or pipe synchronously first: trio's ``send_all``
+    yields to the scheduler after every successful non-blocking write, and on a relay's hot path
+    that extra trip around the event loop costs about 40 µs a round trip (the benchmark's
+    sequential latency, 265 → 230 µs here). When the kernel takes the whole batch at once, the
+    usual case, ``send_many`` returns after a cancellation check without yielding; otherwise the
+    rest goes through ``send_all``, with its waiting and its checkpoints. :meth:`send` keeps trio's
+    rule and is always a full checkpoint.
     """
 
-    __slots__ = ("_closed", "_eof", "_framer", "_peer", "_pending", "_receiving", "_sending",
-                 "_stream", "bytes_received", "bytes_sent", "dropped_at_eof")
+    __slots__ = ("_closed", "_eof", "_framer", "_peer", "_pending", "_receiving", "_send_fd",
+                 "_sending", "_stream", "bytes_received", "bytes_sent", "dropped_at_eof")
 
     def __init__(
         self,
@@ -55,6 +80,7 @@ class StreamChannel(MessageChannel):
         peer: PeerInfo | None = None,
     ) -> None:
         self._stream = stream
+        self._send_fd = _send_fd_getter(stream)
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()
@@ -129,9 +155,17 @@ class StreamChannel(MessageChannel):
             raise
 
     async def send(self, value: JSONObject) -> None:
-        await self.send_many((value,))
+        if not await self._send_batch((value,)):
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        """Send a batch with one write. Checks for cancellation, but yields to the scheduler only
+        if it has to wait for the transport: a loop of ``send_many`` must yield elsewhere (the
+        relay's pumps yield in ``receive``)."""
+        await self._send_batch(messages)
+
+    async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
+        """Write ``messages``; True if that went through ``send_all`` (which yields)."""
         if self._sending:
             raise trio.BusyResourceError("another task is already sending on this channel")
         self._sending = True
@@ -142,10 +176,28 @@ class StreamChannel(MessageChannel):
                 except InvalidMessage as exc:
                     raise ValueError(f"not a JSON-RPC message: {exc}") from None
             data = b"".join([encode(message) for message in messages])
-            await self._stream.send_all(data)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            sent = self._write_now(data)
+            if sent < len(data):
+                await self._stream.send_all(memoryview(data)[sent:])
             self.bytes_sent += len(data)
+            return sent < len(data)
         finally:
             self._sending = False
+
+    def _write_now(self, data: bytes) -> int:
+        """Write what the kernel takes without waiting; return how many bytes that was."""
+        fd = self._send_fd() if self._send_fd is not None else -1
+        if fd < 0 or self._closed:
+            return 0  # not a plain fd, or closed: send_all decides what to raise
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("stream was closed") from None
+            raise trio.BrokenResourceError(f"write failed: {exc}") from exc
 
     async def send_eof(self) -> None:
         if not isinstance(self._stream, trio.abc.HalfCloseableStream):
