@@ -17,9 +17,16 @@ Decoding is strict, because whatever is accepted here is forwarded to a child or
 Every rejection is a :class:`~channels.ParseError` (``-32700``) or :class:`~channels.InvalidMessage`
 (``-32600``); nothing else escapes :func:`decode`.
 
-Encoding is canonical and compact (``separators=(",", ":")``, UTF-8, ``allow_nan=False``), so a peer
-always receives exactly one line, and receives the value the bridge routed on: a message is never
-forwarded as the raw bytes it arrived in (no parser differential on duplicate keys or odd escapes).
+Encoding is canonical and compact (UTF-8, no insignificant whitespace, no NaN), so a peer always
+receives exactly one line, and receives the value the bridge routed on: a message is never forwarded
+as the raw bytes it arrived in (no parser differential on duplicate keys or odd escapes).
+
+Two libraries, each for what it does best. Decoding uses the standard library, whose integers are
+exact (orjson turns an integer over 64 bits into a float, silently changing the value). Encoding
+uses orjson, seven times faster than ``json`` on a 16 MiB message (8 ms against 60) and twenty times
+on a small one; where orjson refuses a value (an integer over 64 bits, nesting over 254 levels) the
+standard library encodes it instead. The one difference: orjson writes a NaN or an infinity built by
+local code as ``null``; decoded messages never hold one.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import json
 import math
 import re
 from typing import Any, TypeAlias
+
+import orjson
 
 from ._errors import InvalidMessage, ParseError
 
@@ -61,6 +70,10 @@ def _parse_finite_float(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_finite_float)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# The C scanner behind _DECODER: JSONDecoder.decode wraps it in Python (whitespace skipping, error
+# positions) that costs a microsecond a message; lines without surrounding whitespace, nearly all of
+# them, go to the scanner directly and everything else through decode() for its exact errors.
+_SCAN = _DECODER.scan_once
 
 
 def decode(line: bytes) -> JSONObject:
@@ -76,12 +89,19 @@ def decode(line: bytes) -> JSONObject:
     except UnicodeDecodeError as exc:
         raise ParseError(f"not UTF-8 (byte {exc.start})") from None
     try:
-        message = _DECODER.decode(text)
+        try:
+            message, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            message = _DECODER.decode(text)
     except RecursionError:
         raise ParseError("JSON nested too deeply") from None
     except ValueError as exc:
         raise ParseError(f"invalid JSON: {exc}") from None
-    if ("\\ud" in text or "\\uD" in text) and _has_lone_surrogate(message):
+    # A lone surrogate can only come from a \uD8xx-\uDFxx escape; one memchr for a backslash
+    # spares the check to lines without any escape (most lines, and most large ones).
+    if b"\\" in line and _has_lone_surrogate(message):
         raise ParseError("string holds a lone UTF-16 surrogate")
     validate(message)
     return message  # type: ignore[no-any-return]
@@ -89,7 +109,7 @@ def decode(line: bytes) -> JSONObject:
 
 def _has_lone_surrogate(message: Any) -> bool:
     try:
-        _ENCODER.encode(message).encode("utf-8")
+        encode(message)
     except UnicodeEncodeError:
         return True
     return False
@@ -98,16 +118,29 @@ def _has_lone_surrogate(message: Any) -> bool:
 def encode(message: JSONObject) -> bytes:
     """Encode one message as a single ``\\n``-terminated UTF-8 line.
 
+    A non-finite float (NaN, infinity), which JSON cannot carry, is written as ``null``, as
+    JavaScript's ``JSON.stringify`` does; :func:`decode` never produces one, so only messages built
+    locally can hold them.
+
     Raises:
-        ValueError: the message holds something JSON cannot carry (NaN, a lone surrogate, ...).
+        ValueError: the message holds a string JSON cannot carry (a lone surrogate).
         TypeError: the message holds a value that is not JSON data.
     """
-    return _ENCODER.encode(message).encode("utf-8") + b"\n"
+    try:
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError: let the standard library decide, and say why
+        return _ENCODER.encode(message).encode("utf-8") + b"\n"
 
 
 def is_request_id(value: Any) -> bool:
     """Whether ``value`` can be a request id (``int`` but not ``bool``, or ``str``)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+# Exact types as the JSON decoder makes them; `type(x) in` also keeps bool out of the int ids.
+_ID_TYPES = frozenset({int, str})
+_PARAMS_TYPES = frozenset({dict, list})
+_NO_PARAMS: dict[str, Any] = {}
 
 
 def validate(message: Any) -> Kind:
@@ -116,6 +149,22 @@ def validate(message: Any) -> Kind:
     Raises:
         InvalidMessage: it is not.
     """
+    # Fast path for the common shapes, built from exact types (what decode() produces); anything
+    # else, errors and subclasses included, gets the thorough checks below.
+    if type(message) is dict and message.get("jsonrpc") == "2.0":
+        if "method" in message:
+            if (type(message["method"]) is str
+                    and type(message.get("params", _NO_PARAMS)) in _PARAMS_TYPES):
+                if "id" not in message:
+                    return Kind.NOTIFICATION
+                if type(message["id"]) in _ID_TYPES:
+                    return Kind.REQUEST
+        elif "result" in message and "error" not in message and type(message.get("id")) in _ID_TYPES:
+            return Kind.RESPONSE
+    return _validate_thoroughly(message)
+
+
+def _validate_thoroughly(message: Any) -> Kind:
     if not isinstance(message, dict):
         if isinstance(message, list):
             raise InvalidMessage("batches are not supported (MCP removed them in 2025-06-18)")
@@ -127,8 +176,7 @@ def validate(message: Any) -> Kind:
     if "method" in message:
         if not isinstance(message["method"], str):
             raise InvalidMessage('"method" must be a string', request_id=request_id)
-        params = message.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
+        if "params" in message and not isinstance(message["params"], (dict, list)):
             raise InvalidMessage('"params" must be an object or an array', request_id=request_id)
         if "id" not in message:
             return Kind.NOTIFICATION

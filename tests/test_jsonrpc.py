@@ -212,10 +212,31 @@ def test_encode_is_compact_utf8() -> None:
     assert encode(message) == '{"jsonrpc":"2.0","method":"é","params":{"a":[1,2]}}\n'.encode()
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), "\ud800", {"\udfff": 1}])
+@pytest.mark.parametrize("value", ["\ud800", {"\udfff": 1}])
 def test_encode_refuses_what_json_cannot_carry_with_value_error(value: Any) -> None:
     with pytest.raises(ValueError):
         encode({"jsonrpc": "2.0", "id": 1, "result": {"v": value}})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_encode_writes_a_non_finite_float_built_locally_as_null_like_javascript(value: float) -> None:
+    assert encode({"jsonrpc": "2.0", "id": 1, "result": {"v": value}}) == (
+        b'{"jsonrpc":"2.0","id":1,"result":{"v":null}}\n')
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**300])
+def test_integers_beyond_64_bits_are_decoded_and_encoded_exactly(value: int) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"v": value}}
+    assert decode(encode(message)[:-1]) == message
+    assert str(value).encode() in encode(message)
+
+
+def test_nesting_beyond_what_orjson_encodes_is_still_encoded() -> None:
+    deep: Any = "leaf"
+    for _ in range(400):
+        deep = [deep]
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"v": deep}}
+    assert decode(encode(message)[:-1]) == message
 
 
 json_values = st.recursive(
@@ -276,3 +297,26 @@ def test_a_sniffed_id_can_always_be_written_back_in_a_reply() -> None:
     found = sniff_leading_id(b'{"jsonrpc":"2.0","id":"\\ud800","method":"x","params":{"p":"aaa')
     if found is not None:
         encode({"jsonrpc": "2.0", "id": found, "error": {"code": -32600, "message": "too large"}})
+
+
+@given(message=st.fixed_dictionaries(
+    {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "id": st.one_of(
+        st.integers(), st.text(max_size=3), st.booleans(), st.none(), st.floats())},
+    optional={"method": st.one_of(st.text(max_size=3), st.integers()),
+              "params": st.one_of(st.none(), st.dictionaries(st.text(max_size=2), st.integers()),
+                                  st.lists(st.integers()), st.integers()),
+              "result": st.integers(), "error": st.one_of(
+                  st.integers(), st.fixed_dictionaries({"code": st.integers(),
+                                                        "message": st.text(max_size=3)}))}))
+def test_the_fast_path_of_validate_agrees_with_the_thorough_checks(message: dict[str, Any]) -> None:
+    from channels._jsonrpc import _validate_thoroughly
+
+    try:
+        expected: Any = _validate_thoroughly(message)
+    except InvalidMessage:
+        expected = InvalidMessage
+    try:
+        got: Any = validate(message)
+    except InvalidMessage:
+        got = InvalidMessage
+    assert got == expected
