@@ -31,7 +31,16 @@ from typing import Any
 import attrs
 import trio
 
-from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
+from channels import (
+    JSONObject,
+    Kind,
+    MessageChannel,
+    MessageTooLarge,
+    ProtocolError,
+    SendTimeout,
+    kind,
+    receive_batch,
+)
 
 from ._child import ChildProcess, describe_exit
 from ._errors import (
@@ -105,6 +114,7 @@ class Relay:
     def __attrs_post_init__(self) -> None:
         self._in_flight = InFlight(self.limits.max_in_flight)
         self._idle.set()
+        self.client.send_timeout = self.limits.send_timeout
 
     @property
     def in_flight(self) -> int:
@@ -367,7 +377,8 @@ class Relay:
 
     async def _send_to_client(self, messages: list[JSONObject]) -> bool:
         """Write to the client, waiting while it does not read (backpressure), at most
-        ``send_timeout`` per write. False if the client is gone or was given up on.
+        ``send_timeout`` per write (the client channel's own timeout, armed only when a write has
+        to wait). False if the client is gone or was given up on.
 
         A write cancelled half-way may have left part of a line on the wire; nothing is written to
         that client after it, since the next byte would corrupt the framing.
@@ -382,11 +393,10 @@ class Relay:
             if not self._client_writable:
                 return False
             self._client_writable = False  # until the write has completed
-            with trio.move_on_after(self.limits.send_timeout) as timeout:
-                await self.client.send_many(messages)
-                self._client_writable = True
-                return True
-            assert timeout.cancelled_caught
+            await self.client.send_many(messages)
+            self._client_writable = True
+            return True
+        except SendTimeout:
             self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
                              "client-too-slow"))
             return False

@@ -24,6 +24,7 @@ from ._errors import (
     MessageTooLarge,
     ParseError,
     ProtocolError,
+    SendTimeout,
 )
 from ._framing import LineFramer, Oversized
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
@@ -53,6 +54,7 @@ __all__ = [
     "ParseError",
     "PeerInfo",
     "ProtocolError",
+    "SendTimeout",
     "RequestId",
     "StdioAddress",
     "StreamChannel",

@@ -55,9 +55,16 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
       written). A cancelled send may have written the message or not, as with ``send_all``.
     * ``aclose()`` always closes, is idempotent, and wakes a task blocked in ``receive()``.
     * :attr:`peer` says who is on the other end.
+    * With :attr:`send_timeout` set, a send that cannot complete within that many seconds raises
+      :class:`~channels.SendTimeout` and the channel stays broken (slow-reader protection without a
+      cancel scope around every send: the deadline is only armed when a send has to wait).
     """
 
     __slots__ = ()
+
+    send_timeout: float | None = None
+    """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.
+    Implementations that do not support it leave it ``None``."""
 
     @property
     @abstractmethod

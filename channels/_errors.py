@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 # JSON-RPC 2.0 standard codes (https://www.jsonrpc.org/specification#error_object).
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -63,3 +65,11 @@ class MessageTooLarge(ProtocolError):
         super().__init__(message, request_id=request_id)
         self.limit = limit
         self.prefix = prefix
+
+
+class SendTimeout(trio.BrokenResourceError):
+    """The peer accepted nothing for the channel's ``send_timeout``; the channel is now broken.
+
+    A subclass of ``trio.BrokenResourceError``, so code that treats a broken peer as gone needs no
+    change; code that wants to say why can catch it first.
+    """

@@ -15,7 +15,7 @@ from typing import final
 import trio
 
 from ._channel import MessageChannel, PeerInfo
-from ._errors import InvalidMessage, MessageTooLarge, ProtocolError
+from ._errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
 from ._framing import LineFramer, Oversized
 from ._jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
 
@@ -55,6 +55,7 @@ class StreamChannel(MessageChannel):
         max_message_bytes: longest line accepted from the peer; a longer one raises
             :class:`~channels.MessageTooLarge` once and is skipped (see :mod:`channels._framing`).
         peer: who is on the other end.
+        send_timeout: see :attr:`MessageChannel.send_timeout`.
 
     Receiving is buffered: one ``receive_some`` may yield many messages, which :meth:`receive` and
     :meth:`receive_nowait` then hand out one at a time. :meth:`send_many` writes a batch with a
@@ -69,8 +70,9 @@ class StreamChannel(MessageChannel):
     rule and is always a full checkpoint.
     """
 
-    __slots__ = ("_closed", "_eof", "_framer", "_peer", "_pending", "_receiving", "_send_fd",
-                 "_sending", "_stream", "bytes_received", "bytes_sent", "dropped_at_eof")
+    __slots__ = ("_broken", "_closed", "_eof", "_framer", "_peer", "_pending", "_receiving",
+                 "_send_fd", "_sending", "_stream", "bytes_received", "bytes_sent",
+                 "dropped_at_eof", "send_timeout")
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class StreamChannel(MessageChannel):
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         peer: PeerInfo | None = None,
+        send_timeout: float | None = None,
     ) -> None:
         self._stream = stream
         self._send_fd = _send_fd_getter(stream)
@@ -86,6 +89,8 @@ class StreamChannel(MessageChannel):
         self._pending: deque[bytes | Oversized] = deque()
         self._eof = False
         self._closed = False
+        self._broken = False
+        self.send_timeout = send_timeout
         self._receiving = False
         self._sending = False
         self.dropped_at_eof = 0
@@ -177,13 +182,25 @@ class StreamChannel(MessageChannel):
                     raise ValueError(f"not a JSON-RPC message: {exc}") from None
             data = b"".join([encode(message) for message in messages])
             await trio.lowlevel.checkpoint_if_cancelled()
+            if self._broken:
+                raise trio.BrokenResourceError("an earlier send timed out")
             sent = self._write_now(data)
             if sent < len(data):
-                await self._stream.send_all(memoryview(data)[sent:])
+                await self._send_rest(memoryview(data)[sent:])
             self.bytes_sent += len(data)
             return sent < len(data)
         finally:
             self._sending = False
+
+    async def _send_rest(self, data: memoryview) -> None:
+        if self.send_timeout is None:
+            await self._stream.send_all(data)
+            return
+        with trio.move_on_after(self.send_timeout) as waited:
+            await self._stream.send_all(data)
+        if waited.cancelled_caught:
+            self._broken = True  # part of a line may be on the wire: nothing may follow it
+            raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
 
     def _write_now(self, data: bytes) -> int:
         """Write what the kernel takes without waiting; return how many bytes that was."""

@@ -23,7 +23,7 @@ import trio
 from trio.testing import assert_checkpoints, wait_all_tasks_blocked
 
 from ._channel import MessageChannel, PeerInfo
-from ._errors import MessageTooLarge
+from ._errors import MessageTooLarge, SendTimeout
 from ._jsonrpc import JSONObject, encode
 
 __all__ = ["DEFAULT_CHECK_MAX_MESSAGE_BYTES", "PairMaker", "check_message_channel"]
@@ -103,7 +103,8 @@ async def check_message_channel(
                                flipped) as (a, b):
             await _check_oversized_message_is_skipped(a, b, max_message_bytes)
         if make_clogged_pair is not None:
-            for check in (_check_concurrent_sends_are_busy, _check_aclose_wakes_a_blocked_send):
+            for check in (_check_concurrent_sends_are_busy, _check_aclose_wakes_a_blocked_send,
+                          _check_send_timeout_breaks_the_channel):
                 async with _fresh_pair(check, make_clogged_pair, max_message_bytes, flipped) as (a, b):
                     await check(a, b)
     async with _fresh_pair(_check_duplex_exchange, make_pair, max_message_bytes, False) as (a, b):
@@ -405,6 +406,32 @@ async def _check_concurrent_sends_are_busy(a: MessageChannel, b: MessageChannel)
         with _assert_raises(trio.BusyResourceError):
             await a.send_many([_request(2)])
         nursery.cancel_scope.cancel()
+
+
+# A send_timeout short enough to keep the check fast, long enough not to fire on a healthy send.
+SEND_TIMEOUT_CHECK = 0.2
+
+
+async def _check_send_timeout_breaks_the_channel(a: MessageChannel, b: MessageChannel) -> None:
+    """A send the peer does not accept within send_timeout raises SendTimeout (a
+    BrokenResourceError), and the channel stays broken; without a timeout nothing is raised."""
+    if not _settable(a):
+        return  # an implementation without send timeouts
+    a.send_timeout = SEND_TIMEOUT_CHECK
+    started = trio.current_time()
+    with _assert_raises(SendTimeout):
+        await _send_until_blocked_forever(a)
+    assert trio.current_time() - started >= SEND_TIMEOUT_CHECK
+    with _assert_raises(trio.BrokenResourceError):
+        await a.send(_request("after the timeout"))
+
+
+def _settable(channel: MessageChannel) -> bool:
+    try:
+        channel.send_timeout = channel.send_timeout
+    except AttributeError:
+        return False
+    return True
 
 
 async def _check_aclose_wakes_a_blocked_send(a: MessageChannel, b: MessageChannel) -> None:
