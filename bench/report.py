@@ -1,0 +1,102 @@
+"""Markdown tables from the results (see README.md for what each column means)."""
+
+from __future__ import annotations
+
+CELL_ERROR_CHARS = 24  # an error is cut to this in a table cell; the full text is listed below
+NOTABLE_LINES_SHOWN = 5  # relay stderr lines that look like errors, shown for a row with errors
+
+
+def _short_error(message: str) -> str:
+    if len(message) > CELL_ERROR_CHARS:
+        message = message[: CELL_ERROR_CHARS - 1] + "…"
+    return "error: " + message.replace("|", "/")
+
+
+def _mib(kb: int) -> str:
+    return f"{kb / 1024:.1f}"
+
+
+def _busy(fractions: dict) -> str:
+    return " / ".join("–" if fractions[name] is None else f"{fractions[name]:.0%}"
+                      for name in ("client", "relay", "server", "other"))  # fmt: skip
+
+
+def _us(value) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _cell(results: dict, scenario: str, render) -> str:
+    result = results.get(scenario)
+    if result is None:
+        return "–"
+    if "error" in result:
+        return _short_error(result["error"])
+    return render(result)
+
+
+def _memory(render):
+    return lambda r: "n/a (no relay)" if r["relay_memory"] is None else render(r["relay_memory"])
+
+
+def columns(counts) -> tuple[list, list]:
+    """(header, scenario key, renderer) for the speed table and the cost table."""
+    clients = counts.clients
+    speed = [
+        ("seq p50 µs", "sequential", lambda r: f"{r['p50_us']:.0f}"),
+        ("seq p99 µs", "sequential", lambda r: f"{r['p99_us']:.0f}"),
+        (f"pipelined calls/s (×{counts.pipeline_window})", "pipelined", lambda r: f"{r['calls_per_s']:,.0f}"),
+    ]
+    for size in counts.large_sizes:
+        speed.append((f"{size >> 20} MiB echo ms", f"echo_{size >> 20}MiB", lambda r: f"{r['median_ms']:.1f}"))
+    speed += [
+        (f"{clients} clients wall s", "concurrent", lambda r: f"{r['wall_s']:.2f}"),
+        (f"{clients} clients calls/s", "concurrent", lambda r: f"{r['calls_per_s']:,.0f}"),
+        ("setup p50 ms", "setup", lambda r: f"{r['p50_ms']:.1f}"),
+    ]
+    cost = [
+        ("relay CPU µs/call", "pipelined", lambda r: _us(r["cpu_us_per_call"]["relay"])),
+        ("client CPU µs/call", "pipelined", lambda r: _us(r["cpu_us_per_call"]["client"])),
+        ("server CPU µs/call", "pipelined", lambda r: _us(r["cpu_us_per_call"]["server"])),
+        ("busy client / relay / server / other", "pipelined", lambda r: _busy(r["busy_fraction"])),
+        ("bottleneck", "pipelined", lambda r: r["bottleneck"]),
+        (f"relay RSS @{clients} MiB", "concurrent", _memory(lambda m: _mib(m["rss_kb"]))),
+        (f"relay PSS @{clients} MiB", "concurrent", _memory(lambda m: _mib(m["pss_kb"]))),
+        ("relay procs counted", "concurrent", _memory(lambda m: str(m["processes"]))),
+    ]
+    return speed, cost
+
+
+def table(rows: list[dict], cols: list) -> str:
+    header = ["row"] + [name for name, _, _ in cols]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["--:"] * len(cols)) + "|"]
+    for row in rows:
+        cells = [row["name"]] + [_cell(row["results"], key, render) for _, key, render in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def problems(rows: list[dict]) -> list[str]:
+    """Full error texts (each distinct one once per row) and the relays' stop notes."""
+    found = []
+    for row in rows:
+        seen = {}
+        for scenario, result in row["results"].items():
+            if "error" in result:
+                seen.setdefault(result["error"], []).append(scenario)
+        for message, scenarios in seen.items():
+            found.append(f"- {row['name']} ({', '.join(scenarios)}): {message}")
+        found += [f"- {row['name']}: {note}" for note in row["notes"]]
+        if seen and row.get("stderr_tail"):
+            found.append(f"  last stderr line of {row['name']}: {row['stderr_tail'][-1]}")
+        if seen:
+            found += [f"  stderr: {line}" for line in row.get("stderr_notable", [])[-NOTABLE_LINES_SHOWN:]]
+    return found
+
+
+def render(rows: list[dict], counts, header: str) -> str:
+    speed, cost = columns(counts)
+    parts = [header, "", table(rows, speed), "", table(rows, cost)]
+    notes = problems(rows)
+    if notes:
+        parts += ["", "Errors and notes:", *notes]
+    return "\n".join(parts)

@@ -1,0 +1,175 @@
+"""mcp-bridge benchmark: the bridge against socat and against talking to the server directly.
+
+Run from the repository root::
+
+    python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
+
+Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session):
+
+* ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
+* ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
+* ``socat-tcp``    ``socat TCP-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128 EXEC:...``;
+* ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB --max-child-message 32MiB -- ...``;
+* ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log).
+
+Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
+
+* setup: connect (spawn, for direct) until the initialize result arrives, sessions one at a time;
+* sequential: small ``echo`` calls one at a time, after a warm-up; p50/p99 round trip;
+* pipelined: many calls with a fixed number in flight, refills batched into one write; calls/s, and
+  the CPU each process spent in that window (utime+stime from /proc, see procfs.py): the relay's,
+  the client's own (this process) and the example server's;
+* concurrent: N sessions connected at once, each initialize + M calls one at a time, driven from one
+  poll loop; wall time, calls/s, and the relay's memory while all N are still connected. For direct
+  this spawns N servers, which is what the relays do too;
+* large: echo of a 1 MiB and a 16 MiB text; median round trip, encoding done before the clock starts.
+
+Every reply is checked (id and echoed text); the first bad one fails the scenario, which is then
+reported as ``error: ...`` in place of a number. A relay that does not start, hangs (no byte moves
+for 10 s) or dies fails its own cells only; the other rows still run. Exit status is 1 if any cell
+failed, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import report
+import scenarios
+from scenarios import Counts
+from targets import SOCAT, TARGET_NAMES, make_target
+
+MiB = 1 << 20
+FULL = Counts(
+    setup_sessions=50,
+    sequential_calls=2000,
+    warmup_calls=200,
+    pipelined_calls=20_000,
+    pipeline_window=64,
+    clients=50,
+    calls_per_client=20,
+    large_sizes=(1 * MiB, 16 * MiB),
+    large_repeats=3,
+)
+QUICK = Counts(  # about a tenth of the work; still 50 simultaneous connections
+    setup_sessions=5,
+    sequential_calls=200,
+    warmup_calls=20,
+    pipelined_calls=2_000,
+    pipeline_window=64,
+    clients=50,
+    calls_per_client=2,
+    large_sizes=(1 * MiB, 16 * MiB),
+    large_repeats=1,
+)
+
+
+def scenario_list(counts: Counts, cores: int) -> list[tuple[str, object]]:
+    """(key, function of target) in run order; concurrent runs before the large echoes so that the
+    relay's memory @N clients is not inflated by 16 MiB buffers."""
+    steps = [
+        ("setup", lambda t: scenarios.setup_time(t, counts)),
+        ("sequential", lambda t: scenarios.sequential(t, counts)),
+        ("pipelined", lambda t: scenarios.pipelined(t, counts, cores)),
+        ("concurrent", lambda t: scenarios.concurrent(t, counts)),
+    ]
+    for size in counts.large_sizes:
+        steps.append((f"echo_{size >> 20}MiB", lambda t, size=size: scenarios.large_echo(t, counts, size)))
+    return steps
+
+
+def describe(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return text if isinstance(error, scenarios.BenchError) else f"{type(error).__name__}: {text}"
+
+
+def run_row(name: str, counts: Counts, cores: int) -> dict:
+    """Start one target, run every scenario on it (each failing on its own), stop it."""
+    target = make_target(name)
+    row = {"name": name, "command": target.command, "results": {}, "notes": []}
+    steps = scenario_list(counts, cores)
+    print(f"[{name}] starting", file=sys.stderr, flush=True)
+    try:
+        target.start()
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        message = f"did not start: {describe(error)}"
+        row["results"] = {key: {"error": message} for key, _ in steps}
+    else:
+        for key, measure in steps:
+            row["results"][key] = _run_step(target, key, measure)
+    finally:
+        row["stderr_tail"] = target.stderr_tail()
+        row["stderr_notable"] = target.stderr_notable()
+        row["notes"] += target.stop()
+    return row
+
+
+def _run_step(target, key: str, measure) -> dict:
+    if not target.is_running():
+        return {"error": f"relay exited with status {target.proc.returncode}"}
+    print(f"  {key}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    try:
+        result = measure(target)
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        result = {"error": describe(error)}
+    result["scenario_s"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def machine_info() -> dict:
+    socat = subprocess.run([SOCAT, "-V"], capture_output=True, text=True).stdout.splitlines()
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "socat": next((line.strip() for line in socat if line.startswith("socat version")), "?"),
+        "loadavg_at_start": os.getloadavg(),
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="about a tenth of the work, for a smoke run")
+    parser.add_argument("--out", metavar="FILE.json", help="also write all results as JSON")
+    parser.add_argument("--rows", default=",".join(TARGET_NAMES),
+                        help=f"comma-separated subset of: {', '.join(TARGET_NAMES)} (default: all)")
+    options = parser.parse_args(argv)
+    options.rows = [name.strip() for name in options.rows.split(",") if name.strip()]
+    unknown = sorted(set(options.rows) - set(TARGET_NAMES))
+    if unknown:
+        parser.error(f"unknown rows: {', '.join(unknown)}")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    counts = QUICK if options.quick else FULL
+    machine = machine_info()
+    cores = machine["cpus"] or 1
+    rows = [run_row(name, counts, cores) for name in options.rows]
+    header = (
+        f"mcp-bridge benchmark ({'quick' if options.quick else 'full'} run): python {machine['python']}, "
+        f"{cores} CPUs, {machine['socat']}, load at start {machine['loadavg_at_start'][0]:.2f}"
+    )
+    print(report.render(rows, counts, header))
+    if options.out:
+        out = Path(options.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        document = {"machine": machine, "quick": options.quick, "counts": asdict(counts), "rows": rows}
+        out.write_text(json.dumps(document, indent=2) + "\n")
+    failed = any("error" in result for row in rows for result in row["results"].values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""The six things the benchmark talks to, behind one small interface.
+
+Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet initialized),
+``relay_pids()`` (the processes whose own CPU and memory are charged to the relay), ``server_pids()``
+(the example-server processes), and ``stop() -> notes``.
+
+* ``direct``: each session is a fresh example server on pipes; there is no relay.
+* ``socat-*``: ``socat UNIX-LISTEN|TCP-LISTEN:...,fork,backlog=128 EXEC:...``. The relay is the
+  listening socat plus its forked per-connection socat processes (found as the listener's children
+  whose comm is ``socat``); the example servers those fork off are not counted. ``-d -d`` is added
+  only so that socat logs ``listening on`` when it is ready.
+* ``trio-unix``: ``bench/trio_relay.py``, a bare trio byte relay (no framing, no JSON): the floor
+  of any trio relay here, for reading the bridge's figures. The relay is that process alone.
+* ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server.py``. The relay is the
+  bridge process alone (all its threads), never its example-server children. Ready when its stderr
+  shows ``listening on unix:PATH`` / ``listening on tcp:127.0.0.1:PORT``; stopped with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import procfs
+from wire import IDLE_TIMEOUT_S, BenchError, Conn
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable  # the venv's python, for the example server in every row and for the bridge
+EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
+SERVER_COMMAND = [PYTHON, str(EXAMPLE_SERVER)]
+SOCAT = shutil.which("socat") or "/usr/bin/socat"
+LOOPBACK = "127.0.0.1"
+LISTEN_BACKLOG = 128  # socat's default of 5 refuses the concurrent scenario's simultaneous connects
+BRIDGE_MAX_MESSAGE = "32MiB"  # room for the 16 MiB echo, both towards clients and towards the child
+READY_TIMEOUT_S = 20.0  # how long a relay may take to log that it listens
+STOP_TIMEOUT_S = 5.0  # how long a relay may take to exit after SIGTERM before it is killed
+LEFTOVER_GRACE_S = 2.0  # how long the relay's children may take to go after the relay exited
+STDERR_TAIL_LINES = 40  # relay stderr lines kept for error reports
+# stderr lines worth showing next to an error: socat's E/W levels, a bridge's errors and tracebacks
+NOTABLE_STDERR = re.compile(r" socat\[\d+\] [EWF] |error|warn|exception|traceback", re.IGNORECASE)
+
+
+class DirectTarget:
+    """No relay: every session spawns its own example server and talks over its stdin/stdout."""
+
+    def __init__(self) -> None:
+        self.name = "direct"
+        self.command = SERVER_COMMAND
+        self._servers: dict[int, subprocess.Popen] = {}
+
+    def start(self) -> None:
+        pass
+
+    def connect(self) -> Conn:
+        server = subprocess.Popen(
+            SERVER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, cwd=REPO
+        )
+        self._servers[server.pid] = server
+
+        def close() -> None:
+            server.stdin.close()
+            server.stdout.close()
+            try:
+                server.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            self._servers.pop(server.pid, None)
+
+        return Conn(server.stdout.fileno(), server.stdin.fileno(), close)
+
+    def relay_pids(self) -> list[int]:
+        return []
+
+    def server_pids(self) -> list[int]:
+        return list(self._servers)
+
+    def is_running(self) -> bool:
+        return True
+
+    def stderr_tail(self) -> list[str]:
+        return []
+
+    def stderr_notable(self) -> list[str]:
+        return []
+
+    def stop(self) -> list[str]:
+        for server in list(self._servers.values()):
+            server.kill()
+            server.wait()
+        self._servers.clear()
+        return []
+
+
+class StderrLog:
+    """Drains a relay's stderr on a thread (a full pipe would stall it) and spots its ready line."""
+
+    def __init__(self, stream, ready: re.Pattern) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.notable: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.match: re.Match | None = None
+        self.event = threading.Event()  # set on the ready line, or when stderr closes
+        self._stream = stream
+        self._ready = ready
+        threading.Thread(target=self._drain, name="relay-stderr", daemon=True).start()
+
+    def _drain(self) -> None:
+        for raw in iter(self._stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip()
+            self.tail.append(line)
+            if NOTABLE_STDERR.search(line):
+                self.notable.append(line)
+            if self.match is None:
+                self.match = self._ready.search(line)
+                if self.match:
+                    self.event.set()
+        self.event.set()
+
+
+class RelayTarget:
+    """A relay process listening on a Unix socket or a loopback TCP port."""
+
+    def __init__(self, name: str, transport: str, kind: str) -> None:
+        self.name = name
+        self.transport = transport  # "unix" or "tcp"
+        self.kind = kind  # "socat" or "bridge"
+        self._tempdir = tempfile.mkdtemp(prefix="mcp-bench-")
+        self.socket_path = os.path.join(self._tempdir, f"{kind}.sock")
+        self.port = _free_port() if kind == "socat" and transport == "tcp" else 0
+        self.command = self._command()
+        self.address: str | tuple[str, int] | None = None
+        self.proc: subprocess.Popen | None = None
+        self._log: StderrLog | None = None
+
+    # -- launch -------------------------------------------------------------------------------
+    def _command(self) -> list[str]:
+        if self.kind == "socat":
+            if self.transport == "unix":
+                listen = f"UNIX-LISTEN:{self.socket_path},fork,backlog={LISTEN_BACKLOG}"
+            else:
+                listen = f"TCP-LISTEN:{self.port},bind={LOOPBACK},reuseaddr,fork,backlog={LISTEN_BACKLOG}"
+            return [SOCAT, "-d", "-d", listen, "EXEC:" + " ".join(SERVER_COMMAND)]
+        if self.kind == "trio":
+            return [PYTHON, str(REPO / "bench" / "trio_relay.py"), self.socket_path, "--",
+                    *SERVER_COMMAND]
+        listen = f"unix:{self.socket_path}" if self.transport == "unix" else f"tcp:{LOOPBACK}:0"
+        return [
+            PYTHON, "-m", "bridge", "--listen", listen,
+            "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
+            "--", *SERVER_COMMAND,
+        ]  # fmt: skip
+
+    def _ready_pattern(self) -> re.Pattern:
+        if self.kind in ("socat", "trio"):
+            return re.compile(r"listening on")
+        if self.transport == "unix":
+            return re.compile(re.escape(f"listening on unix:{self.socket_path}"))
+        return re.compile(rf"listening on tcp:{re.escape(LOOPBACK)}:(\d+)")
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        self._log = StderrLog(self.proc.stderr, self._ready_pattern())
+        if not self._log.event.wait(READY_TIMEOUT_S):
+            raise BenchError(f"relay did not log 'listening on' within {READY_TIMEOUT_S:g} s")
+        if self._log.match is None:
+            status = self.proc.wait(STOP_TIMEOUT_S)
+            raise BenchError(f"relay exited (status {status}) before listening: {self._last_line()}")
+        if self.transport == "unix":
+            self.address = self.socket_path
+        elif self.kind == "socat":
+            self.address = (LOOPBACK, self.port)
+        else:
+            self.address = (LOOPBACK, int(self._log.match.group(1)))
+
+    def _last_line(self) -> str:
+        return self._log.tail[-1] if self._log and self._log.tail else "(no stderr output)"
+
+    # -- sessions -----------------------------------------------------------------------------
+    def connect(self) -> Conn:
+        family = socket.AF_UNIX if self.transport == "unix" else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(IDLE_TIMEOUT_S)
+            sock.connect(self.address)
+            if self.transport == "tcp":
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # we batch writes ourselves
+        except BaseException:
+            sock.close()
+            raise
+        return Conn(sock.fileno(), sock.fileno(), sock.close)
+
+    # -- accounting ---------------------------------------------------------------------------
+    def relay_pids(self) -> list[int]:
+        pid = self.proc.pid
+        if self.kind in ("bridge", "trio"):
+            return [pid]
+        return [pid] + [child for child in procfs.children(pid) if procfs.comm(child) == "socat"]
+
+    def server_pids(self) -> list[int]:
+        return [
+            pid for pid in procfs.descendants(self.proc.pid)
+            if str(EXAMPLE_SERVER) in procfs.cmdline(pid)  # an argument of its own, unlike socat's EXEC:
+        ]  # fmt: skip
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr_tail(self) -> list[str]:
+        return list(self._log.tail) if self._log else []
+
+    def stderr_notable(self) -> list[str]:
+        return list(self._log.notable) if self._log else []
+
+    # -- shutdown -----------------------------------------------------------------------------
+    def stop(self) -> list[str]:
+        """SIGTERM, then clean up; notes describe anything a well-behaved relay would not do."""
+        notes: list[str] = []
+        if self.proc is None:
+            return notes
+        family = procfs.descendants(self.proc.pid)
+        status = self.proc.poll()
+        if status is not None:
+            notes.append(f"relay had already exited with status {status}")
+        else:
+            started = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                status = self.proc.wait(STOP_TIMEOUT_S)
+                if self.kind == "bridge":
+                    notes.append(f"SIGTERM: exited with status {status} in {time.monotonic() - started:.2f} s")
+            except subprocess.TimeoutExpired:
+                notes.append(f"did not exit within {STOP_TIMEOUT_S:g} s of SIGTERM; killed")
+                self.proc.kill()
+                self.proc.wait()
+        leftovers = _wait_gone(family, LEFTOVER_GRACE_S)
+        if leftovers and self.kind == "bridge":
+            notes.append(f"{len(leftovers)} child process(es) still running after the bridge exited; killed")
+        for pid in leftovers:
+            _kill(pid)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything left in the relay's process group
+        except (ProcessLookupError, PermissionError):
+            pass
+        shutil.rmtree(self._tempdir, ignore_errors=True)
+        return notes
+
+
+def _free_port() -> int:
+    """A loopback port that was free a moment ago (socat needs a fixed port on its command line)."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = [pid for pid in pids if procfs.is_alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if procfs.is_alive(pid)]
+    return alive
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def make_target(name: str) -> DirectTarget | RelayTarget:
+    if name == "direct":
+        return DirectTarget()
+    kind, transport = name.split("-")
+    return RelayTarget(name, transport, kind)
+
+
+TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp")

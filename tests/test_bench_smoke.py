@@ -1,0 +1,33 @@
+"""The benchmark still runs: a quick pass over the baseline, trio and bridge rows.
+
+No timing is asserted (performance is judged from the full benchmark, never in tests); what is
+checked is that every row completes, which means every reply was verified (id and content) and the
+bridge stopped cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import trio
+
+from conftest import REPO
+
+ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp"
+
+
+async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
+    out = tmp_path / "bench.json"
+    with trio.fail_after(300):
+        result = await trio.run_process(
+            [sys.executable, "bench/run.py", "--quick", "--rows", ROWS, "--out", str(out)],
+            cwd=REPO, capture_stdout=True, capture_stderr=True, check=False,
+        )
+    report = result.stdout.decode() + result.stderr.decode()[-4000:]
+    assert result.returncode == 0, report
+    document = json.loads(out.read_text())
+    assert [row["name"] for row in document["rows"]] == ROWS.split(","), report
+    for row in document["rows"]:
+        assert row["results"], row
+        assert not any("error" in result for result in row["results"].values()), report
