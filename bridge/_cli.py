@@ -154,6 +154,10 @@ def serve_parser() -> argparse.ArgumentParser:
         default = getattr(limits, attribute)
         bounds.add_argument(flag, dest=attribute, type=_duration(flag), default=default,
                             metavar="DURATION", help=f"how long {what} (default: {default:g}s)")
+    bounds.add_argument("--request-timeout", type=_duration("--request-timeout"), default=None,
+                        metavar="DURATION",
+                        help="answer a request still running after this with -32001 and cancel it "
+                             "at the child (default: no limit)")
     _add_common(parser)
     return parser
 
@@ -225,6 +229,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         drain_timeout=options.drain_timeout,
         stop_stdin_timeout=options.stop_stdin_timeout,
         stop_term_timeout=options.stop_term_timeout,
+        request_timeout=options.request_timeout,
     )
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
     listen_options = ListenOptions(socket_mode=options.socket_mode, socket_group=group,

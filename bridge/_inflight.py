@@ -30,12 +30,13 @@ class InFlight:
         limit: most requests in flight at once.
     """
 
-    __slots__ = ("_cancelled", "_ids", "limit")
+    __slots__ = ("_cancelled", "_ids", "_opened", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._ids: dict[RequestId, None] = {}
+        self._ids: dict[RequestId, int] = {}
         self._cancelled: OrderedDict[RequestId, None] = OrderedDict()
+        self._opened = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -43,8 +44,9 @@ class InFlight:
     def __contains__(self, request_id: object) -> bool:
         return request_id in self._ids
 
-    def open(self, request_id: RequestId) -> None:
-        """A request was forwarded.
+    def open(self, request_id: RequestId) -> int:
+        """A request was forwarded; return its token (tells it apart from a later request that
+        reuses the id, see :meth:`is_open`).
 
         Raises:
             DuplicateRequest: ``request_id`` is already in flight.
@@ -55,7 +57,13 @@ class InFlight:
         if len(self._ids) >= self.limit:
             raise TooManyRequests(request_id)
         self._cancelled.pop(request_id, None)
-        self._ids[request_id] = None
+        self._opened += 1
+        self._ids[request_id] = self._opened
+        return self._opened
+
+    def is_open(self, request_id: RequestId, token: int) -> bool:
+        """Whether the request that :meth:`open` gave ``token`` is still in flight."""
+        return self._ids.get(request_id) == token
 
     def close(self, request_id: RequestId) -> bool:
         """A reply arrived. True if it answers a request in flight (forward it); False if it is

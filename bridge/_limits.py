@@ -40,6 +40,9 @@ DRAIN_TIMEOUT = 10.0
 # PROCESS_TERMINATION_TIMEOUT and FORCE_KILL_TIMEOUT are both 2 s; trio's run_process uses 5 s).
 STOP_STDIN_TIMEOUT = 2.0
 STOP_TERM_TIMEOUT = 2.0
+# A request may run this long before the client gets -32001 and the child notifications/cancelled.
+# None (the default): tool calls legitimately run for minutes, and MCP leaves timeouts to clients.
+REQUEST_TIMEOUT: float | None = None
 # After a child exits, its last output is still read for this long before in-flight requests are
 # failed (a grandchild may hold stdout open forever, so EOF alone cannot be waited for).
 EXIT_DRAIN_TIMEOUT = 0.5
@@ -90,3 +93,4 @@ class Limits:
     stop_stdin_timeout: float = STOP_STDIN_TIMEOUT
     stop_term_timeout: float = STOP_TERM_TIMEOUT
     exit_drain_timeout: float = EXIT_DRAIN_TIMEOUT
+    request_timeout: float | None = REQUEST_TIMEOUT

@@ -26,6 +26,7 @@ connection, a slow client can only stall its own child; a shared child needs per
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any
 
 import attrs
@@ -47,6 +48,7 @@ from ._errors import (
     CONNECTION_CLOSED,
     INVALID_REQUEST,
     REPLY_TOO_LARGE,
+    REQUEST_TIMEOUT,
     TOO_MANY_REQUESTS,
     error_response,
 )
@@ -109,6 +111,11 @@ class Relay:
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
     _write_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    _child_write_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
+    # that is also deadline order, so a deque replaces a heap.
+    _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False, factory=deque)
+    _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
     _client_writable: bool = attrs.field(init=False, default=True)
 
     def __attrs_post_init__(self) -> None:
@@ -129,6 +136,8 @@ class Relay:
             tasks.start_soon(self._watch_child)
             tasks.start_soon(self._watch_stopping)
             tasks.start_soon(self._watch_stop_now)
+            if self.limits.request_timeout is not None:
+                tasks.start_soon(self._expire_requests)
             await self._ended.wait()
             tasks.cancel_scope.cancel()
         assert self.ending is not None
@@ -154,9 +163,13 @@ class Relay:
             await self._idle.wait()
 
     def _opened(self, request_id: Any) -> None:
-        self._in_flight.open(request_id)
+        token = self._in_flight.open(request_id)
         if self._idle.is_set():
             self._idle = trio.Event()
+        if self.limits.request_timeout is not None:
+            self._deadlines.append((trio.current_time() + self.limits.request_timeout, request_id,
+                                    token))
+            self._deadline_added.set()
 
     def _check_idle(self) -> None:
         if not len(self._in_flight):
@@ -185,12 +198,9 @@ class Relay:
                 consecutive_errors = 0
                 if await self._admit(item):
                     forward.append(item)
-            if forward:
-                try:
-                    await self.child.channel.send_many(forward)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    await self._child_input_closed()
-                    return
+            if forward and not await self._send_to_child(forward):
+                await self._child_input_closed()
+                return
 
     async def _answer_bad_input(self, error: ProtocolError, count: int) -> bool:
         """Answer one bad message; False when the connection must end because of it."""
@@ -248,6 +258,43 @@ class Relay:
         logger.debug("%s: dropped a response to no request of the child: id %r",
                      self.client.peer, message["id"])
         return False
+
+    async def _send_to_child(self, messages: list[JSONObject]) -> bool:
+        """Write to the child (waiting while it does not read); False if its stdin is closed."""
+        try:
+            self._child_write_lock.acquire_nowait()  # uncontended: no trip through the scheduler
+        except trio.WouldBlock:
+            await self._child_write_lock.acquire()
+        try:
+            await self.child.channel.send_many(messages)
+            return True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        finally:
+            self._child_write_lock.release()
+
+    async def _expire_requests(self) -> None:
+        """Answer requests still in flight after ``request_timeout`` with ``-32001`` and cancel
+        them at the child (``notifications/cancelled``, as the stdio binding asks); the child's
+        late reply, if any, is then dropped."""
+        timeout = self.limits.request_timeout
+        while True:
+            while not self._deadlines:
+                self._deadline_added = trio.Event()
+                await self._deadline_added.wait()
+            deadline, request_id, token = self._deadlines[0]
+            await trio.sleep_until(deadline)
+            self._deadlines.popleft()
+            if not self._in_flight.is_open(request_id, token):
+                continue
+            self._in_flight.cancel(request_id)
+            self._check_idle()
+            logger.info("%s: request %r timed out after %gs", self.client.peer, request_id, timeout)
+            await self._send_to_child([{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": request_id,
+                                                   "reason": f"timed out after {timeout:g}s"}}])
+            await self._reply(error_response(request_id, REQUEST_TIMEOUT, "Request timed out",
+                                             "request-timeout", timeout=timeout))
 
     async def _half_closed(self) -> None:
         """The client sent EOF: deliver what is in flight (bounded), then end."""

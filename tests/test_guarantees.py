@@ -382,3 +382,22 @@ async def test_connections_over_the_cap_are_refused_with_a_clear_error(sock_dir)
     assert [reply["id"] for reply in replies] == ["refused"]
     assert replies[0]["error"]["code"] == -31003
     assert replies[0]["error"]["data"] == {"reason": "too-many-connections", "limit": 1}
+
+
+# -- request timeout -------------------------------------------------------------------------------
+
+async def test_a_request_over_the_request_timeout_gets_32001_and_the_late_reply_is_dropped(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
+                                  limits=Limits(request_timeout=1.0)) as daemon:
+            client = await LineClient.open(daemon.addresses[0])
+            await client.send(sleep_call("slow", 1.5))
+            await receive_progress(client)
+            timed_out = await client.receive()
+            # The example server answers in order: its late "slept" (at 1.5 s) comes before this
+            # echo's reply (due by 2 s), and must not reach the client.
+            after = await client.call("after", "echo", text="next")
+    assert timed_out["id"] == "slow" and timed_out["error"]["code"] == -32001
+    assert timed_out["error"]["data"]["reason"] == "request-timeout"
+    assert after == {"jsonrpc": "2.0", "id": "after",
+                     "result": {"content": [{"type": "text", "text": "next"}], "isError": False}}

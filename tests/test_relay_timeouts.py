@@ -200,3 +200,48 @@ async def test_requests_in_flight_when_the_client_vanishes_mid_write_do_not_hang
             await trio.testing.wait_all_tasks_blocked()
             await client.aclose()  # the relay's write of that notification now breaks
     assert relay.ending is not None and relay.ending.reason == "client-disconnected"
+
+
+async def test_a_request_still_running_after_the_request_timeout_gets_32001_and_is_cancelled(
+    autojump_clock,
+):
+    relay, client, child = make_relay(Limits(request_timeout=5))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request("slow"))
+            assert (await child.server.receive())["id"] == "slow"
+            started = trio.current_time()
+            cancel = await child.server.receive()
+            reply = await client.receive()
+            assert trio.current_time() - started == pytest.approx(5)
+            await child.server.send({"jsonrpc": "2.0", "id": "slow", "result": {}})  # too late
+            await client.send(tool_request("next"))
+            await child.server.receive()
+            await child.server.send({"jsonrpc": "2.0", "id": "next", "result": {"n": 1}})
+            assert await client.receive() == {"jsonrpc": "2.0", "id": "next", "result": {"n": 1}}
+            nursery.cancel_scope.cancel()
+    assert cancel == {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": "slow", "reason": "timed out after 5s"}}
+    assert reply["id"] == "slow" and reply["error"]["code"] == -32001
+    assert reply["error"]["data"] == {"reason": "request-timeout", "timeout": 5}
+
+
+async def test_a_request_answered_in_time_is_never_timed_out_even_if_its_id_is_reused(
+    autojump_clock,
+):
+    relay, client, child = make_relay(Limits(request_timeout=5))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(1))
+            await child.server.receive()
+            await trio.sleep(4)
+            await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {"first": True}})
+            assert (await client.receive())["result"] == {"first": True}
+            await client.send(tool_request(1))  # the same id, 4 s into the first one's 5
+            await child.server.receive()
+            await trio.sleep(3)  # past the first request's deadline, not the second's
+            await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {"second": True}})
+            assert (await client.receive())["result"] == {"second": True}
+            nursery.cancel_scope.cancel()
