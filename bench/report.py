@@ -52,6 +52,7 @@ def columns(counts) -> tuple[list, list]:
         (f"{clients} clients wall s", "concurrent", lambda r: f"{r['wall_s']:.2f}"),
         (f"{clients} clients calls/s", "concurrent", lambda r: f"{r['calls_per_s']:,.0f}"),
         ("setup p50 ms", "setup", lambda r: f"{r['p50_ms']:.1f}"),
+        ("spaced setup p50 ms", "spaced_setup", lambda r: f"{r['p50_ms']:.1f}"),
     ]
     cost = [
         ("relay CPU µs/call", "pipelined", lambda r: _us(r["cpu_us_per_call"]["relay"])),

@@ -15,6 +15,7 @@ Rows (all serve ``python bridge/example_server.py``, with this interpreter, one 
 Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
 
 * setup: connect (spawn, for direct) until the initialize result arrives, sessions one at a time;
+* spaced setup: the same with 100 ms between sessions (a warm pool has refilled by then);
 * sequential: small ``echo`` calls one at a time, after a warm-up; p50/p99 round trip;
 * pipelined: many calls with a fixed number in flight, refills batched into one write; calls/s, and
   the CPU each process spent in that window (utime+stime from /proc, see procfs.py): the relay's,
@@ -77,6 +78,7 @@ def scenario_list(counts: Counts, cores: int) -> list[tuple[str, object]]:
     relay's memory @N clients is not inflated by 16 MiB buffers."""
     steps = [
         ("setup", lambda t: scenarios.setup_time(t, counts)),
+        ("spaced_setup", lambda t: scenarios.spaced_setup_time(t, counts)),
         ("sequential", lambda t: scenarios.sequential(t, counts)),
         ("pipelined", lambda t: scenarios.pipelined(t, counts, cores)),
         ("concurrent", lambda t: scenarios.concurrent(t, counts)),

@@ -11,6 +11,8 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
   only so that socat logs ``listening on`` when it is ready.
 * ``trio-unix``: ``bench/trio_relay.py``, a bare trio byte relay (no framing, no JSON): the floor
   of any trio relay here, for reading the bridge's figures. The relay is that process alone.
+* ``bridge-prespawn``: ``bridge-unix`` with ``--prespawn 8``: eight children kept started ahead of
+  connections (the warm pool), for the session-setup figure.
 * ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server.py``. The relay is the
   bridge process alone (all its threads), never its example-server children. Ready when its stderr
   shows ``listening on unix:PATH`` / ``listening on tcp:127.0.0.1:PORT``; stopped with SIGTERM.
@@ -40,6 +42,9 @@ EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
 SERVER_COMMAND = [PYTHON, str(EXAMPLE_SERVER)]
 SOCAT = shutil.which("socat") or "/usr/bin/socat"
 LOOPBACK = "127.0.0.1"
+# Children the bridge-prespawn row keeps ready: the session-setup scenario opens sessions back to
+# back, and a Python child takes about 30 ms to start, so eight keep up with one session per 4 ms.
+PRESPAWN = 8
 LISTEN_BACKLOG = 128  # socat's default of 5 refuses the concurrent scenario's simultaneous connects
 BRIDGE_MAX_MESSAGE = "32MiB"  # room for the 16 MiB echo, both towards clients and towards the child
 READY_TIMEOUT_S = 20.0  # how long a relay may take to log that it listens
@@ -130,10 +135,11 @@ class StderrLog:
 class RelayTarget:
     """A relay process listening on a Unix socket or a loopback TCP port."""
 
-    def __init__(self, name: str, transport: str, kind: str) -> None:
+    def __init__(self, name: str, transport: str, kind: str, extra: tuple[str, ...] = ()) -> None:
         self.name = name
         self.transport = transport  # "unix" or "tcp"
-        self.kind = kind  # "socat" or "bridge"
+        self.kind = kind  # "socat", "trio" or "bridge"
+        self.extra = extra  # further bridge options
         self._tempdir = tempfile.mkdtemp(prefix="mcp-bench-")
         self.socket_path = os.path.join(self._tempdir, f"{kind}.sock")
         self.port = _free_port() if kind == "socat" and transport == "tcp" else 0
@@ -157,7 +163,7 @@ class RelayTarget:
         return [
             PYTHON, "-m", "bridge", "--listen", listen,
             "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
-            "--", *SERVER_COMMAND,
+            *self.extra, "--", *SERVER_COMMAND,
         ]  # fmt: skip
 
     def _ready_pattern(self) -> re.Pattern:
@@ -284,8 +290,11 @@ def _kill(pid: int) -> None:
 def make_target(name: str) -> DirectTarget | RelayTarget:
     if name == "direct":
         return DirectTarget()
+    if name == "bridge-prespawn":
+        return RelayTarget(name, "unix", "bridge", ("--prespawn", str(PRESPAWN)))
     kind, transport = name.split("-")
     return RelayTarget(name, transport, kind)
 
 
-TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp")
+TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",
+                "bridge-prespawn")

@@ -87,6 +87,12 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(text)
+
+
 def _mode(text: str) -> int:
     try:
         mode = int(text, 8)
@@ -126,6 +132,9 @@ def serve_parser() -> argparse.ArgumentParser:
                        help="pass a variable of the bridge's environment on to the child "
                             "(repeatable; HOME, PATH, USER, LANG and a few more always are)")
     child.add_argument("--cwd", metavar="DIR", help="the child's working directory")
+    child.add_argument("--prespawn", type=_count, default=0, metavar="N",
+                       help="keep N children started ahead of connections, so that a new "
+                            "connection does not wait for a process start (default: 0)")
     security = parser.add_argument_group("security")
     security.add_argument("--socket-mode", type=_mode, default=0o600, metavar="MODE",
                           help="permissions of Unix socket files (default: 0600)")
@@ -234,7 +243,8 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
     listen_options = ListenOptions(socket_mode=options.socket_mode, socket_group=group,
                                    allow_non_loopback=options.insecure_no_auth)
-    return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options)
+    return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options,
+                       prespawn=options.prespawn)
 
 
 async def serve(config: ServeConfig) -> int:

@@ -17,6 +17,8 @@ cancelled; its child is still stopped in order, because that part is shielded.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 
 import attrs
@@ -33,6 +35,7 @@ from channels import (
 from ._child import ChildProcess, ChildSpec, open_child
 from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, error_response
 from ._limits import Limits
+from ._pool import ChildPool
 from ._relay import Relay
 
 logger = logging.getLogger("bridge.daemon")
@@ -57,12 +60,14 @@ class ServeConfig:
         limits: bounds and timeouts.
         listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
             from ``limits``).
+        prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._pool`).
     """
 
     listen: tuple[Address, ...]
     child: ChildSpec
     limits: Limits = Limits()
     listen_options: ListenOptions = ListenOptions()
+    prespawn: int = 0
 
 
 @attrs.frozen
@@ -74,7 +79,8 @@ class DaemonStatistics:
         connections_total: connections accepted since start (refused ones included).
         connections_refused: connections refused (over the cap, or their child failed to start).
         requests_in_flight: requests awaiting a reply, over all connections.
-        children: child processes running now.
+        children: child processes serving connections now.
+        prespawned: children started and waiting for a connection (the warm pool).
         child_garbage_lines: stdout lines dropped from children because they were not JSON-RPC.
     """
 
@@ -83,6 +89,7 @@ class DaemonStatistics:
     connections_refused: int
     requests_in_flight: int
     children: int
+    prespawned: int
     child_garbage_lines: int
 
 
@@ -100,6 +107,7 @@ class Daemon:
     _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
     _stop_now: trio.Event = attrs.field(init=False, factory=trio.Event)
     _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
+    _pool: ChildPool | None = attrs.field(init=False, default=None)
     _relays: set[Relay] = attrs.field(init=False, factory=set)
     _children: set[ChildProcess] = attrs.field(init=False, factory=set)
     _connections: int = attrs.field(init=False, default=0)
@@ -114,6 +122,7 @@ class Daemon:
             connections_refused=self._connections_refused,
             requests_in_flight=sum(relay.in_flight for relay in self._relays),
             children=len(self._children),
+            prespawned=len(self._pool.ready) if self._pool is not None else 0,
             child_garbage_lines=self._garbage_of_stopped_children
             + sum(child.garbage_lines for child in self._children),
         )
@@ -136,6 +145,8 @@ class Daemon:
         self._stop_now.set()
         for child in self._children:
             child.hurry()
+        if self._pool is not None:
+            self._pool.hurry()
         if self._connections_scope is not None:
             self._connections_scope.deadline = min(self._connections_scope.deadline,
                                                    trio.current_time() + STOP_NOW_GRACE)
@@ -153,6 +164,10 @@ class Daemon:
         try:
             async with trio.open_nursery() as connections:
                 self._connections_scope = connections.cancel_scope
+                if self.config.prespawn:
+                    self._pool = ChildPool(self.config.child, self.config.limits,
+                                           self.config.prespawn)
+                    await connections.start(self._pool.run)
                 async with trio.open_nursery() as accepting:
                     await accepting.start(
                         partial(trio.serve_listeners, self._handle, listeners,
@@ -163,6 +178,8 @@ class Daemon:
                     task_status.started(self.addresses)
                     await self._stopping.wait()
                     accepting.cancel_scope.cancel()
+                if self._pool is not None:
+                    self._pool.close()
                 connections.cancel_scope.deadline = min(
                     connections.cancel_scope.deadline,
                     trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE,
@@ -214,15 +231,30 @@ class Daemon:
             if client.peer.transport == "stdio":
                 self.stop()  # the one stdio connection was the daemon's whole purpose
 
+    @asynccontextmanager
+    async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
+        """A child for one connection: a prespawned one if the pool has it ready, else a new one.
+        Either way it is stopped in MCP order when the block ends."""
+        lease = self._pool.take() if self._pool is not None else None
+        if lease is None:
+            async with open_child(self.config.child, self.config.limits) as child:
+                yield child, ""
+            return
+        try:
+            yield lease.child, " (prespawned)"
+        finally:
+            await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
+            lease.release()
+
     async def _relay(self, client: MessageChannel) -> None:
         started: ChildProcess | None = None
         try:
-            async with open_child(self.config.child, self.config.limits) as child:
+            async with self._child_for_connection() as (child, origin):
                 started = child
                 self._children.add(child)
                 if self._stop_now.is_set():
                     child.hurry()
-                logger.info("%s: connected; child pid %d", client.peer, child.pid)
+                logger.info("%s: connected; child pid %d%s", client.peer, child.pid, origin)
                 relay = Relay(client, child, self.config.limits, self._stopping, self._stop_now)
                 self._relays.add(relay)
                 try:

@@ -128,6 +128,7 @@ async def running_bridge(
     *,
     limits: Limits | None = None,
     listen_options: ListenOptions | None = None,
+    prespawn: int = 0,
     **child: Any,
 ) -> AsyncIterator[Daemon]:
     """Run a :class:`Daemon` in this process; stop it gracefully on exit.
@@ -139,6 +140,7 @@ async def running_bridge(
         child=ChildSpec(argv=child_argv, **child),
         limits=limits or Limits(),
         listen_options=listen_options or ListenOptions(),
+        prespawn=prespawn,
     )
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:
