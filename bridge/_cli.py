@@ -19,7 +19,8 @@ from channels import AddressError, ConnectOptions, ListenError, ListenOptions, a
 from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
 from ._daemon import Daemon, ServeConfig
-from ._errors import ConfigError
+from ._errors import ChildStartError, ConfigError
+from ._supervisor import CrashLoop, RestartPolicy
 from ._limits import Limits, parse_duration, parse_size
 
 logger = logging.getLogger("bridge")
@@ -27,6 +28,7 @@ logger = logging.getLogger("bridge")
 EXIT_OK = 0
 EXIT_FAILURE = 1  # a runtime failure (serve), or a lost connection (connect)
 EXIT_USAGE = 2  # argparse's own code for a malformed command line
+EXIT_CRASH_LOOP = 75  # EX_TEMPFAIL: the shared child kept crashing; systemd's policy takes over
 EXIT_CONFIG = 78  # EX_CONFIG (sysexits.h): a setting that cannot work; systemd won't retry it
 
 SERVE_EPILOG = """\
@@ -39,7 +41,8 @@ Each connection gets its own child process. SIGTERM or SIGINT stops gracefully
 (in-flight requests finish within --drain-timeout); a second signal stops at once.
 
 exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error, 69 cannot connect,
-78 configuration error (bad address, socket in use, command not found, bad value).
+75 the shared child kept crashing, 78 configuration error (bad address, socket in use,
+command not found, bad value).
 """
 
 CONNECT_EPILOG = """\
@@ -132,6 +135,18 @@ def serve_parser() -> argparse.ArgumentParser:
                        help="pass a variable of the bridge's environment on to the child "
                             "(repeatable; HOME, PATH, USER, LANG and a few more always are)")
     child.add_argument("--cwd", metavar="DIR", help="the child's working directory")
+    child.add_argument("--child", choices=["per-connection", "shared", "auto"],
+                       default="per-connection",
+                       help="one child per connection (default), one shared by every client "
+                            "(supervised, restarted with backoff), or auto: probe the server "
+                            "with server/discover, shared if it is modern, per-connection if not")
+    child.add_argument("--restart-limit", type=_count, default=RestartPolicy().crash_limit,
+                       metavar="N", help="shared child: give up (exit 75) after more than N "
+                                         "unexpected exits within --restart-window (default: "
+                                         f"{RestartPolicy().crash_limit})")
+    child.add_argument("--restart-window", type=_duration("--restart-window"),
+                       default=RestartPolicy().crash_window, metavar="DURATION",
+                       help=f"(default: {RestartPolicy().crash_window:g}s)")
     child.add_argument("--prespawn", type=_count, default=0, metavar="N",
                        help="keep N children started ahead of connections, so that a new "
                             "connection does not wait for a process start (default: 0)")
@@ -243,8 +258,12 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
     listen_options = ListenOptions(socket_mode=options.socket_mode, socket_group=group,
                                    allow_non_loopback=options.insecure_no_auth)
+    if options.prespawn and options.child == "shared":
+        raise ConfigError("--prespawn keeps children for per-connection mode; with --child shared "
+                          "there is one child, started before the listeners accept")
+    policy = RestartPolicy(crash_limit=options.restart_limit, crash_window=options.restart_window)
     return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options,
-                       prespawn=options.prespawn)
+                       prespawn=options.prespawn, child_mode=options.child, restart_policy=policy)
 
 
 async def serve(config: ServeConfig) -> int:
@@ -302,7 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return trio.run(serve, config)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: report, choose the code
         leaves = list(_leaves(exc))
-        if all(isinstance(leaf, (ListenError, ConfigError)) for leaf in leaves):
+        if any(isinstance(leaf, CrashLoop) for leaf in leaves):
+            logger.error("%s", next(leaf for leaf in leaves if isinstance(leaf, CrashLoop)))
+            return EXIT_CRASH_LOOP
+        if all(isinstance(leaf, (ListenError, ConfigError, ChildStartError)) for leaf in leaves):
             for leaf in leaves:
                 logger.error("%s", leaf)
             return EXIT_CONFIG
@@ -317,4 +339,4 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_CRASH_LOOP", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]

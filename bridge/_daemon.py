@@ -35,8 +35,11 @@ from channels import (
 from ._child import ChildProcess, ChildSpec, open_child
 from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, error_response
 from ._limits import Limits
+from ._eras import Era, probe_era
 from ._pool import ChildPool
 from ._relay import Relay
+from ._shared import SharedChild
+from ._supervisor import RestartPolicy
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -61,6 +64,10 @@ class ServeConfig:
         listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
             from ``limits``).
         prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._pool`).
+        child_mode: ``"per-connection"``, ``"shared"`` (one supervised child for every client,
+            :mod:`bridge._shared`) or ``"auto"`` (probe the server's era with ``server/discover``:
+            shared for a modern or dual-era server, per-connection for a legacy one).
+        restart_policy: how the shared child is restarted (backoff, crash-loop limit).
     """
 
     listen: tuple[Address, ...]
@@ -68,6 +75,8 @@ class ServeConfig:
     limits: Limits = Limits()
     listen_options: ListenOptions = ListenOptions()
     prespawn: int = 0
+    child_mode: str = "per-connection"
+    restart_policy: RestartPolicy = RestartPolicy()
 
 
 @attrs.frozen
@@ -108,6 +117,9 @@ class Daemon:
     _stop_now: trio.Event = attrs.field(init=False, factory=trio.Event)
     _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
     _pool: ChildPool | None = attrs.field(init=False, default=None)
+    _shared: SharedChild | None = attrs.field(init=False, default=None)
+    mode: str = attrs.field(init=False, default="per-connection")
+    """The child mode in use (``auto`` resolved), once :meth:`run` has started."""
     _relays: set[Relay] = attrs.field(init=False, factory=set)
     _children: set[ChildProcess] = attrs.field(init=False, factory=set)
     _connections: int = attrs.field(init=False, default=0)
@@ -120,8 +132,10 @@ class Daemon:
             connections=self._connections,
             connections_total=self._connections_total,
             connections_refused=self._connections_refused,
-            requests_in_flight=sum(relay.in_flight for relay in self._relays),
-            children=len(self._children),
+            requests_in_flight=sum(relay.in_flight for relay in self._relays)
+            + (self._shared.in_flight if self._shared is not None else 0),
+            children=len(self._children)
+            + (1 if self._shared is not None and self._shared.child is not None else 0),
             prespawned=len(self._pool.ready) if self._pool is not None else 0,
             child_garbage_lines=self._garbage_of_stopped_children
             + sum(child.garbage_lines for child in self._children),
@@ -147,6 +161,10 @@ class Daemon:
             child.hurry()
         if self._pool is not None:
             self._pool.hurry()
+        if self._shared is not None:
+            self._shared.fail_everyone("shutting-down")
+            if self._shared.child is not None:
+                self._shared.child.hurry()
         if self._connections_scope is not None:
             self._connections_scope.deadline = min(self._connections_scope.deadline,
                                                    trio.current_time() + STOP_NOW_GRACE)
@@ -160,34 +178,55 @@ class Daemon:
         Raises:
             channels.ListenError: a listener could not be opened (nothing is left open).
         """
+        self.mode = await self._choose_mode()
         listeners = await self._open_listeners()
         try:
-            async with trio.open_nursery() as connections:
-                self._connections_scope = connections.cancel_scope
-                if self.config.prespawn:
-                    self._pool = ChildPool(self.config.child, self.config.limits,
-                                           self.config.prespawn)
-                    await connections.start(self._pool.run)
-                async with trio.open_nursery() as accepting:
-                    await accepting.start(
-                        partial(trio.serve_listeners, self._handle, listeners,
-                                handler_nursery=connections)
-                    )
-                    for listener in listeners:
-                        logger.info("listening on %s", listener.address)
-                    task_status.started(self.addresses)
-                    await self._stopping.wait()
-                    accepting.cancel_scope.cancel()
-                if self._pool is not None:
-                    self._pool.close()
-                connections.cancel_scope.deadline = min(
-                    connections.cancel_scope.deadline,
-                    trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE,
-                )
+            async with trio.open_nursery() as services:
+                if self.mode == "shared":
+                    self._shared = SharedChild(self.config.child, self.config.limits,
+                                               self._stopping, self.config.restart_policy)
+                    await services.start(self._shared.run)
+                await self._serve(listeners, task_status)
+                if self._shared is not None:
+                    self._shared.stop()
         finally:
             for listener in listeners:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
+
+    async def _choose_mode(self) -> str:
+        if self.config.child_mode != "auto":
+            return self.config.child_mode
+        async with open_child(self.config.child, self.config.limits) as child:
+            probe = await probe_era(child)
+        mode = "shared" if probe.era is Era.MODERN else "per-connection"
+        logger.info("child mode %s: %s", mode, probe.reason)
+        return mode
+
+    async def _serve(self, listeners: list[MessageListener],
+                     task_status: trio.TaskStatus[list[str]]) -> None:
+        async with trio.open_nursery() as connections:
+            self._connections_scope = connections.cancel_scope
+            if self.config.prespawn and self.mode == "per-connection":
+                self._pool = ChildPool(self.config.child, self.config.limits,
+                                       self.config.prespawn)
+                await connections.start(self._pool.run)
+            async with trio.open_nursery() as accepting:
+                await accepting.start(
+                    partial(trio.serve_listeners, self._handle, listeners,
+                            handler_nursery=connections)
+                )
+                for listener in listeners:
+                    logger.info("listening on %s", listener.address)
+                task_status.started(self.addresses)
+                await self._stopping.wait()
+                accepting.cancel_scope.cancel()
+            if self._pool is not None:
+                self._pool.close()
+            connections.cancel_scope.deadline = min(
+                connections.cancel_scope.deadline,
+                trio.current_time() + self.config.limits.drain_timeout + STOP_GRACE,
+            )
 
     async def _open_listeners(self) -> list[MessageListener]:
         options = attrs.evolve(self.config.listen_options,
@@ -216,7 +255,12 @@ class Daemon:
             return
         self._connections += 1
         try:
-            await self._relay(client)
+            if self._shared is not None:
+                logger.info("%s: connected to the shared child", client.peer)
+                ending = await self._shared.serve(client)
+                logger.info("%s: %s", client.peer, ending)
+            else:
+                await self._relay(client)
         except ChildStartError as exc:
             self._connections_refused += 1
             logger.error("%s: %s", client.peer, exc)

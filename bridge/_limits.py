@@ -24,6 +24,11 @@ MAX_IN_FLIGHT = 256
 # Connections served at once across all listeners: HAProxy-style maxconn, sized for one host where
 # each connection costs a child process.
 MAX_CONNECTIONS = 256
+# Shared mode: messages queued for one client before it is disconnected as too slow (the child's
+# reader never waits for a client). websockets' max_queue is 16; 64 keeps a pipelining client busy.
+CLIENT_QUEUE = 64
+# ... and bytes (reliability-anchors §4: "64 messages or 8 MiB, whichever comes first").
+CLIENT_QUEUE_BYTES = 8 * MiB
 # Consecutive invalid messages tolerated before a client is disconnected (reliability-anchors #15).
 MAX_CONSECUTIVE_ERRORS = 10
 
@@ -87,6 +92,8 @@ class Limits:
     max_in_flight: int = MAX_IN_FLIGHT
     max_connections: int = MAX_CONNECTIONS
     max_consecutive_errors: int = MAX_CONSECUTIVE_ERRORS
+    client_queue: int = CLIENT_QUEUE
+    client_queue_bytes: int = CLIENT_QUEUE_BYTES
     send_timeout: float = SEND_TIMEOUT
     half_close_timeout: float = HALF_CLOSE_TIMEOUT
     drain_timeout: float = DRAIN_TIMEOUT

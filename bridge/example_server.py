@@ -1,12 +1,22 @@
 """A small MCP server on stdio, standard library only.
 
-It serves both protocol eras: the legacy ``initialize`` handshake (2024-11-05 to 2025-11-25) and the
-modern stateless era (2026-07-28, ``server/discover`` and per-request ``_meta``). It exists so that
-the README's quickstart has something to bridge, and so that the tests and the benchmark have a real
-child process whose faults can be switched on from the command line::
+By default it serves both protocol eras: the legacy ``initialize`` handshake (2024-11-05 to
+2025-11-25) and the modern stateless era (2026-07-28, ``server/discover`` and per-request ``_meta``).
+It exists so that the README's quickstart has something to bridge, and so that the tests and the
+benchmark have a real child process whose faults can be switched on from the command line::
 
     python3 bridge/example_server.py [--crash-after N] [--junk-every N] [--stderr-flood N]
                                      [--ignore-stdin-eof] [--ignore-sigterm] [--close-stdout-after N]
+                                     [--era {dual,legacy,modern}] [--discover-hang]
+
+``--era`` picks which eras it serves, for testing the bridge's era probe (``bridge/_eras.py``):
+``dual`` (the default) serves both, as above; ``legacy`` is a 2025-11-25 server: it does not know
+``server/discover`` (``-32601`` Method not found, as for any unknown method) and ignores ``_meta``
+(no ``resultType`` in its results); ``modern`` is a 2026-07-28-only server: it answers
+``initialize`` with ``-32022`` UnsupportedProtocolVersion naming its versions in
+``data.supported`` (and the client's in ``data.requested``), and serves everything else as ``dual``
+does. ``--discover-hang`` never answers ``server/discover`` (a legacy server that drops unknown
+requests, for the probe's timeout) but goes on answering the requests that follow it.
 
 Tools: ``echo`` (``text`` → the same text), ``add`` (``a`` + ``b``), ``sleep`` (``seconds``, then
 "slept"; with a ``progressToken`` it first sends one progress notification, so a client knows the
@@ -147,7 +157,11 @@ class Server:
             sys.stderr.flush()
             os._exit(3)
         params = message.get("params") or {}
+        if method == "server/discover" and self.options.discover_hang:
+            return  # never answered; later requests are
         handler = getattr(self, "on_" + method.replace("/", "_"), None)
+        if method == "server/discover" and self.options.era == "legacy":
+            handler = None  # a 2025 server does not know it
         if handler is None:
             self.error(request_id, -32601, f"Method not found: {method}")
             return
@@ -156,12 +170,17 @@ class Server:
         except ToolError as exc:
             result = {"content": [{"type": "text", "text": str(exc)}], "isError": True}
         if result is not None:
-            if is_modern(params):
+            if is_modern(params) and self.options.era != "legacy":
                 result.setdefault("resultType", "complete")
             self.reply(request_id, result)
 
-    def on_initialize(self, params: dict, request_id) -> dict:
+    def on_initialize(self, params: dict, request_id) -> dict | None:
         requested = params.get("protocolVersion")
+        if self.options.era == "modern":  # versioning.mdx: name the supported versions
+            self.error(request_id, -32022, "Unsupported protocol version",
+                       {"supported": list(MODERN_VERSIONS),
+                        "requested": requested if isinstance(requested, str) else ""})
+            return None
         version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
         return {
             "protocolVersion": version,
@@ -239,6 +258,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
     parser.add_argument("--close-stdout-after", type=int, metavar="N",
                         help="close stdout after N replies but stay alive")
+    parser.add_argument("--era", choices=("dual", "legacy", "modern"), default="dual",
+                        help="protocol eras served: both (default), only the initialize handshake, "
+                             "or only the 2026-07-28 stateless era")
+    parser.add_argument("--discover-hang", action="store_true",
+                        help="never answer server/discover (later requests are answered)")
     return parser.parse_args(argv)
 
 

@@ -72,7 +72,7 @@ class StreamChannel(MessageChannel):
 
     __slots__ = ("_broken", "_closed", "_eof", "_framer", "_peer", "_pending", "_receiving",
                  "_send_fd", "_sending", "_stream", "bytes_received", "bytes_sent",
-                 "dropped_at_eof", "send_timeout")
+                 "dropped_at_eof", "last_message_bytes", "send_timeout")
 
     def __init__(
         self,
@@ -99,6 +99,9 @@ class StreamChannel(MessageChannel):
         """Bytes read from the stream so far."""
         self.bytes_sent = 0
         """Bytes written to the stream so far (counted once ``send_all`` returned)."""
+        self.last_message_bytes = 0
+        """Size on the wire of the message last returned by ``receive``/``receive_nowait`` (for
+        byte-bounded queues that must not re-encode to measure)."""
 
     @property
     def peer(self) -> PeerInfo:
@@ -153,6 +156,7 @@ class StreamChannel(MessageChannel):
                 prefix=item.prefix,
                 request_id=sniff_leading_id(item.prefix),
             )
+        self.last_message_bytes = len(item)
         try:
             return decode(item)
         except ProtocolError as exc:

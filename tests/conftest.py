@@ -129,6 +129,8 @@ async def running_bridge(
     limits: Limits | None = None,
     listen_options: ListenOptions | None = None,
     prespawn: int = 0,
+    child_mode: str = "per-connection",
+    restart_policy: Any = None,
     **child: Any,
 ) -> AsyncIterator[Daemon]:
     """Run a :class:`Daemon` in this process; stop it gracefully on exit.
@@ -141,6 +143,8 @@ async def running_bridge(
         limits=limits or Limits(),
         listen_options=listen_options or ListenOptions(),
         prespawn=prespawn,
+        child_mode=child_mode,
+        **({"restart_policy": restart_policy} if restart_policy is not None else {}),
     )
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:

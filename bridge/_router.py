@@ -1,0 +1,221 @@
+"""Shared mode's routing core, sans-IO: many clients' messages onto one child, and back.
+
+Every request a client sends is given a fresh integer *wire id* before it reaches the child, so two
+clients may both use id ``1`` (or ``"1"``, or ``"a:1"``) at once. One table, keyed by wire id, then
+answers every question the child's output raises:
+
+* a reply carries the wire id: it goes to the client that sent the request, with the original id
+  restored exactly (same value, same JSON type);
+* a request's ``params._meta.progressToken`` is rewritten to its wire id (unique among requests in
+  flight, as the spec asks of tokens), so ``notifications/progress`` names the request it belongs
+  to and goes back with the client's own token;
+* a ``subscriptions/listen`` request's id *is* the subscription id (2026-07-28), so notifications
+  tagged ``_meta["io.modelcontextprotocol/subscriptionId"]`` go to the subscriber with its id
+  restored; the acknowledgement and the final result follow the same rule;
+* a client's ``notifications/cancelled`` is remapped to the wire id, and only for a request of its
+  own in flight: a client cannot cancel, or even name, another client's request.
+
+Requests from the child to a client (legacy sampling, roots, elicitation, ping) get a fresh
+client-facing id too, remembered with the client they were sent to, so only that client's response
+goes back, with the child's id restored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import attrs
+
+from channels import JSONObject, RequestId, is_request_id
+
+from ._inflight import DuplicateRequest, TooManyRequests
+
+ClientKey: TypeAlias = int
+"""How the router names a client: any number the caller gives each connection."""
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+_NO_TOKEN = object()
+
+
+@attrs.frozen
+class _Pending:
+    client: ClientKey
+    request_id: RequestId
+    token: Any  # the client's progressToken, or _NO_TOKEN
+
+
+@attrs.frozen
+class Detached:
+    """What is left of a client that went away.
+
+    Attributes:
+        cancel: wire ids of its requests still in flight: cancel them at the child.
+        refuse: ids of the child's requests it had been sent: answer them with an error.
+    """
+
+    cancel: list[int]
+    refuse: list[RequestId]
+
+
+class Router:
+    """Maps ids between clients and the one child they share.
+
+    Args:
+        max_in_flight: requests one client may have in flight.
+    """
+
+    def __init__(self, max_in_flight: int) -> None:
+        self.max_in_flight = max_in_flight
+        self._next_wire = 1
+        self._pending: dict[int, _Pending] = {}
+        self._by_client: dict[ClientKey, dict[RequestId, int]] = {}
+        self._next_outbound = 1
+        self._outbound: dict[int, tuple[ClientKey, RequestId]] = {}  # client-facing → child's id
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def attach(self, client: ClientKey) -> None:
+        self._by_client[client] = {}
+
+    def in_flight(self, client: ClientKey) -> int:
+        return len(self._by_client.get(client, ()))
+
+    def clients_in_flight(self) -> list[ClientKey]:
+        """Clients with at least one request in flight, in attach order."""
+        return [client for client, ids in self._by_client.items() if ids]
+
+    def detach(self, client: ClientKey) -> Detached:
+        """Forget a client; late replies to its requests will be dropped."""
+        ids = self._by_client.pop(client, {})
+        cancel = list(ids.values())
+        for wire in cancel:
+            del self._pending[wire]
+        mine = [outbound for outbound, (owner, _) in self._outbound.items() if owner == client]
+        refuse = [self._outbound.pop(outbound)[1] for outbound in mine]
+        return Detached(cancel, refuse)
+
+    def fail_all(self) -> list[tuple[ClientKey, RequestId]]:
+        """The child is gone: every request in flight, to be answered with an error."""
+        failed = [(pending.client, pending.request_id) for pending in self._pending.values()]
+        self._pending.clear()
+        for ids in self._by_client.values():
+            ids.clear()
+        self._outbound.clear()
+        return failed
+
+    # -- client to child -------------------------------------------------------------------------
+
+    def client_request(self, client: ClientKey, message: JSONObject) -> JSONObject:
+        """The child's copy of a client's request (its id and progress token rewritten).
+
+        Raises:
+            DuplicateRequest: the client already has a request with this id in flight.
+            TooManyRequests: the client already has ``max_in_flight`` requests in flight.
+        """
+        ids = self._by_client[client]
+        request_id = message["id"]
+        if request_id in ids:
+            raise DuplicateRequest(request_id)
+        if len(ids) >= self.max_in_flight:
+            raise TooManyRequests(request_id)
+        wire = self._next_wire
+        self._next_wire += 1
+        routed = dict(message)
+        routed["id"] = wire
+        token = _NO_TOKEN
+        params = message.get("params")
+        if isinstance(params, dict):
+            meta = params.get("_meta")
+            if isinstance(meta, dict) and "progressToken" in meta:
+                token = meta["progressToken"]
+                routed["params"] = {**params, "_meta": {**meta, "progressToken": wire}}
+        self._pending[wire] = _Pending(client, request_id, token)
+        ids[request_id] = wire
+        return routed
+
+    def client_cancel(self, client: ClientKey, message: JSONObject) -> JSONObject | None:
+        """The child's copy of a client's ``notifications/cancelled``, or ``None`` if it names no
+        request of this client in flight. The request is forgotten: a late reply is dropped."""
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not is_request_id(request_id):
+            return None
+        wire = self._by_client[client].pop(request_id, None)
+        if wire is None:
+            return None
+        del self._pending[wire]
+        return {**message, "params": {**params, "requestId": wire}}  # type: ignore[dict-item]
+
+    def client_response(self, client: ClientKey, message: JSONObject) -> JSONObject | None:
+        """The child's copy of a client's response to a request the child sent it, or ``None``."""
+        outbound = message["id"]
+        entry = self._outbound.get(outbound) if type(outbound) is int else None
+        if entry is None or entry[0] != client:
+            return None
+        del self._outbound[outbound]
+        return {**message, "id": entry[1]}
+
+    # -- child to client -------------------------------------------------------------------------
+
+    def child_response(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
+        """Who a reply of the child's belongs to, with the client's id; ``None``: nobody's (late,
+        cancelled, or its client left)."""
+        wire = message["id"]
+        pending = self._pending.pop(wire, None) if type(wire) is int else None
+        if pending is None:
+            return None
+        del self._by_client[pending.client][pending.request_id]
+        return pending.client, {**message, "id": pending.request_id}
+
+    def take(self, wire: int) -> tuple[ClientKey, RequestId] | None:
+        """Forget a request in flight (it could not be delivered to the child); who sent it."""
+        pending = self._pending.pop(wire, None)
+        if pending is None:
+            return None
+        del self._by_client[pending.client][pending.request_id]
+        return pending.client, pending.request_id
+
+    def client_ids(self, client: ClientKey) -> list[RequestId]:
+        """The client's requests in flight (original ids)."""
+        return list(self._by_client.get(client, ()))
+
+    def child_progress(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
+        """``notifications/progress`` for the request whose token it carries, token restored."""
+        params = message.get("params")
+        wire = params.get("progressToken") if isinstance(params, dict) else None
+        pending = self._pending.get(wire) if type(wire) is int else None
+        if pending is None or pending.token is _NO_TOKEN:
+            return None
+        return pending.client, {**message, "params": {**params, "progressToken": pending.token}}  # type: ignore[dict-item]
+
+    def child_subscription(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
+        """A notification tagged with a subscription id: to the subscriber, id restored.
+        ``None`` if it is not tagged, or the subscription is over."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if not isinstance(meta, dict) or SUBSCRIPTION_ID not in meta:
+            return None
+        wire = meta[SUBSCRIPTION_ID]
+        pending = self._pending.get(wire) if type(wire) is int else None
+        if pending is None:
+            return None
+        restored = {**meta, SUBSCRIPTION_ID: pending.request_id}
+        return pending.client, {**message, "params": {**params, "_meta": restored}}  # type: ignore[dict-item]
+
+    def child_cancel(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
+        """The child cancels a request it sent a client: to that client, with its id."""
+        params = message.get("params")
+        child_id = params.get("requestId") if isinstance(params, dict) else None
+        for outbound, (client, sent_id) in self._outbound.items():
+            if sent_id == child_id and type(sent_id) is type(child_id):
+                del self._outbound[outbound]
+                return client, {**message, "params": {**params, "requestId": outbound}}  # type: ignore[dict-item]
+        return None
+
+    def child_request(self, client: ClientKey, message: JSONObject) -> JSONObject:
+        """The client's copy of a request the child sends it (a fresh id, remembered)."""
+        outbound = self._next_outbound
+        self._next_outbound += 1
+        self._outbound[outbound] = (client, message["id"])
+        return {**message, "id": outbound}

@@ -1,0 +1,345 @@
+"""The shared-mode child supervisor: one child for every client, restarted with backoff when it dies.
+
+Two layers (``reliability-anchors.md`` §3, "Supervising the child"):
+
+* :class:`RestartPolicy` and :class:`RestartTracker`, sans-IO: the numbers, and the bookkeeping that
+  turns a history of starts and exits into "restart in so many seconds" or "give up". They take the
+  time as an argument and import nothing from trio, so every schedule can be tested exactly.
+* :class:`Supervisor`, the trio part: starts the child with :func:`~bridge._child.open_child`, hands
+  it to the caller's ``serve`` callback, and when ``serve`` returns either stops (after
+  :meth:`Supervisor.stop`) or restarts it after the tracker's delay. The child is always stopped in
+  MCP order by ``open_child``'s exit, also when :meth:`Supervisor.run` is cancelled.
+
+Give-up policy: a command that cannot be started the first time (not found, permission denied)
+raises :class:`~bridge._errors.ChildStartError` at once, since restarting cannot fix it; the CLI
+exits 78 or 127. More than ``crash_limit`` unexpected exits within ``crash_window`` raise
+:class:`CrashLoop`; the CLI exits 75 (``EX_TEMPFAIL``) and systemd's own restart policy takes over.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+import attrs
+import trio
+
+from ._child import ChildProcess, ChildSpec, describe_exit, open_child
+from ._errors import BridgeError, ChildStartError
+from ._limits import Limits
+
+logger = logging.getLogger("bridge.supervisor")
+
+# First delay before a restart: reliability-anchors §3 ("the floor is >= 0.5 s"); daemontools'
+# supervise and s6 wait 1 s between starts. It stops a crashing child from becoming a busy loop.
+RESTART_FLOOR = 0.5
+# Longest delay before a restart (§3: "cap at 30 s"); systemd's RestartMaxDelaySec plays this role.
+RESTART_CAP = 30.0
+# Each consecutive restart waits this many times longer than the one before (§3: "multiply by 2").
+RESTART_MULTIPLIER = 2.0
+# Each delay is scaled by a random factor in [1 - JITTER, 1 + JITTER] (§3: "±20 % jitter"), so
+# bridges restarted by the same event do not restart their children in lockstep.
+RESTART_JITTER = 0.2
+# A child up this long is "stable" and its exit resets the backoff to the floor: supervisord's
+# ``startsecs`` (§3: stable_after = 10 s), like systemd resetting its restart counter.
+STABLE_AFTER = 10.0
+# More than CRASH_LIMIT unexpected exits within CRASH_WINDOW seconds means the child is
+# crash-looping and the bridge gives up: systemd's StartLimitBurst=5 / StartLimitIntervalSec (§3:
+# "more than 5 failures within 60 s"; systemd's default interval is 10 s, ours is longer because the
+# backoff already spaces the restarts out).
+CRASH_LIMIT = 5
+CRASH_WINDOW = 60.0
+
+
+@attrs.frozen
+class RestartPolicy:
+    """When to restart a child that exited unexpectedly, and when to give up.
+
+    Attributes:
+        floor: the first delay, and the least any delay may be (jitter included), in seconds.
+        cap: the most the exponential part of a delay may grow to, in seconds; jitter is applied
+            after the cap, so a delay may reach ``cap * (1 + jitter)``.
+        multiplier: each consecutive restart's delay over the previous one's.
+        jitter: the relative spread of each delay (0.2: ±20 %).
+        stable_after: a child up at least this long resets the backoff to ``floor``.
+        crash_limit: how many unexpected exits within ``crash_window`` are tolerated; one more and
+            the supervisor gives up.
+        crash_window: the span, in seconds, over which exits are counted.
+    """
+
+    floor: float = attrs.field(default=RESTART_FLOOR, validator=attrs.validators.gt(0))
+    cap: float = attrs.field(default=RESTART_CAP)
+    multiplier: float = attrs.field(default=RESTART_MULTIPLIER, validator=attrs.validators.ge(1))
+    jitter: float = attrs.field(default=RESTART_JITTER,
+                                validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
+    stable_after: float = STABLE_AFTER
+    crash_limit: int = attrs.field(default=CRASH_LIMIT, validator=attrs.validators.ge(0))
+    crash_window: float = CRASH_WINDOW
+
+    @cap.validator
+    def _check_cap(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if value < self.floor:
+            raise ValueError(f"cap ({value}) must not be less than floor ({self.floor})")
+
+
+def _random_or_new(rng: random.Random | None) -> random.Random:
+    return random.Random() if rng is None else rng
+
+
+@attrs.define
+class RestartTracker:
+    """The restart bookkeeping for one supervised child, sans-IO: the caller passes the time.
+
+    Owned by one :class:`Supervisor` (or a test). Call :meth:`started` each time a child is up and
+    :meth:`exited` each time one ends unexpectedly (or could not be started); a graceful stop is
+    not an exit here.
+
+    Args:
+        policy: the numbers.
+        rng: the source of jitter (a seeded ``random.Random`` makes delays reproducible).
+    """
+
+    policy: RestartPolicy = attrs.field(factory=RestartPolicy)
+    _rng: random.Random = attrs.field(default=None, converter=_random_or_new)
+    _attempt: int = attrs.field(init=False, default=0)
+    _started_at: float | None = attrs.field(init=False, default=None)
+    _exits: collections.deque[float] = attrs.field(init=False, factory=collections.deque)
+
+    @property
+    def attempt(self) -> int:
+        """Consecutive restarts since the last stable run (0: none). A stable run resets it when
+        that child exits, not while it runs."""
+        return self._attempt
+
+    @property
+    def recent_exits(self) -> int:
+        """Unexpected exits counted in the crash window as of the last :meth:`exited`."""
+        return len(self._exits)
+
+    def started(self, now: float) -> None:
+        """A child is up as of ``now``."""
+        self._started_at = now
+
+    def exited(self, now: float) -> float | None:
+        """Record an unexpected exit (or a failed start) at ``now``.
+
+        Returns:
+            The delay in seconds before the next start, or ``None`` when this exit is one more than
+            ``crash_limit`` within ``crash_window``: give up. A child that had been up for at
+            least ``stable_after`` since its :meth:`started` resets the backoff to the floor; its
+            exit still counts in the crash window. An exit with no :meth:`started` since the last
+            one (a failed start) never counts as stable.
+        """
+        policy = self.policy
+        started_at, self._started_at = self._started_at, None
+        if started_at is not None and now - started_at >= policy.stable_after:
+            self._attempt = 0
+        self._exits.append(now)
+        while self._exits and now - self._exits[0] >= policy.crash_window:
+            self._exits.popleft()
+        if len(self._exits) > policy.crash_limit:
+            return None
+        try:
+            base = policy.floor * policy.multiplier ** self._attempt
+        except OverflowError:  # a very long history of unstable runs spread over many windows
+            base = policy.cap
+        self._attempt += 1
+        spread = self._rng.uniform(-policy.jitter, policy.jitter)
+        return max(policy.floor, min(base, policy.cap) * (1.0 + spread))
+
+
+class SupervisorState(enum.Enum):
+    """Where a :class:`Supervisor` is. ``run`` goes STARTING → READY, then READY → RESTARTING →
+    READY for each restart, and ends in STOPPED (stop or cancellation) or FAILED (it raised)."""
+
+    STARTING = "starting"
+    """The first child is being started; nothing has been served yet."""
+    READY = "ready"
+    """A child is up and handed to ``serve``."""
+    RESTARTING = "restarting"
+    """The child ended unexpectedly; waiting out the backoff, then starting the next one."""
+    FAILED = "failed"
+    """Gave up: :class:`CrashLoop`, a first start that failed, or an error from ``serve``."""
+    STOPPED = "stopped"
+    """Stopped on request (:meth:`Supervisor.stop`) or by cancellation."""
+
+
+class CrashLoop(BridgeError):
+    """The child ended unexpectedly more than ``crash_limit`` times within ``crash_window``.
+
+    The CLI exits 75 (``EX_TEMPFAIL``), so that systemd's restart policy takes over.
+    """
+
+
+@attrs.frozen
+class SupervisorStatistics:
+    """A snapshot of a :class:`Supervisor`.
+
+    Attributes:
+        state: where it is.
+        restarts: restart attempts made since ``run`` began (a failed start counts).
+        attempt: consecutive restarts since the last stable run.
+        child_pid: the pid of the child being served, or ``None`` between children.
+    """
+
+    state: SupervisorState
+    restarts: int
+    attempt: int
+    child_pid: int | None
+
+
+@attrs.define(eq=False)
+class Supervisor:
+    """Runs one child at a time for the shared mode, restarting it when it ends unexpectedly.
+
+    The supervisor owns each child (through ``open_child``, which stops it in MCP order); the
+    ``serve`` callback given to :meth:`run` borrows it until it returns and must not keep it.
+
+    Args:
+        spec: the child to run.
+        limits: its limits (stop timeouts, message size).
+        policy: restart delays and the crash-loop limit.
+        on_state: called as ``on_state(state, attempt)`` with the first state when :meth:`run`
+            begins and on every change after it (for logs, sd_notify ``STATUS=``). It runs inside
+            the supervisor's task, so it must neither block nor raise.
+    """
+
+    spec: ChildSpec
+    limits: Limits
+    policy: RestartPolicy = attrs.field(factory=RestartPolicy)
+    on_state: Callable[[SupervisorState, int], None] | None = attrs.field(default=None, kw_only=True)
+    _state: SupervisorState = attrs.field(init=False, default=SupervisorState.STARTING)
+    _restarts: int = attrs.field(init=False, default=0)
+    _tracker: RestartTracker = attrs.field(init=False)
+    _child: ChildProcess | None = attrs.field(init=False, default=None)
+    _stop_requested: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    @_tracker.default
+    def _make_tracker(self) -> RestartTracker:
+        return RestartTracker(self.policy)
+
+    @property
+    def state(self) -> SupervisorState:
+        return self._state
+
+    @property
+    def attempt(self) -> int:
+        """Consecutive restarts since the last stable run."""
+        return self._tracker.attempt
+
+    @property
+    def restarts(self) -> int:
+        """Restart attempts made since :meth:`run` began (a start that failed counts)."""
+        return self._restarts
+
+    def statistics(self) -> SupervisorStatistics:
+        return SupervisorStatistics(
+            state=self._state,
+            restarts=self._restarts,
+            attempt=self._tracker.attempt,
+            child_pid=None if self._child is None else self._child.pid,
+        )
+
+    def stop(self) -> None:
+        """The graceful stop: no restart once the current child's ``serve`` returns.
+
+        The current child keeps being served: the caller ends its ``serve`` (after draining its
+        clients, say), then ``open_child`` stops the child in MCP order and :meth:`run` returns.
+        A stop during the backoff wait returns at once, without starting another child. To stop
+        without waiting for ``serve``, cancel :meth:`run` instead.
+        """
+        self._stop_requested.set()
+
+    async def run(
+        self,
+        serve: Callable[[ChildProcess], Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Start the child and hand it to ``serve``; restart it whenever ``serve`` returns, until
+        :meth:`stop` (then return) or the crash-loop limit (then raise).
+
+        ``serve(child)`` should return when it is done with that child, normally because the child
+        exited. A return without :meth:`stop` is an unexpected exit: it is logged, counted, and the
+        next child starts after the policy's delay. Ready (for ``nursery.start``) once the first
+        child is up. Cancel-safe: cancellation stops the current child in MCP order.
+
+        Raises:
+            ChildStartError: the first child could not be started (not retried).
+            CrashLoop: more than ``crash_limit`` unexpected exits within ``crash_window``; a start
+                that fails after the first counts as one, so a transient failure is retried and a
+                persistent one ends here.
+        """
+        self._set_state(SupervisorState.STARTING)
+        try:
+            await self._supervise(serve, task_status)
+        except Exception:
+            if self._state is not SupervisorState.FAILED:
+                self._set_state(SupervisorState.FAILED)
+            raise
+        except BaseException:  # cancelled
+            self._set_state(SupervisorState.STOPPED)
+            raise
+        self._set_state(SupervisorState.STOPPED)
+
+    async def _supervise(self, serve: Callable[[ChildProcess], Awaitable[None]],
+                         task_status: trio.TaskStatus[None]) -> None:
+        name = self.spec.name
+        first = True
+        while True:
+            if self._stop_requested.is_set():
+                if first:
+                    task_status.started()  # stopped before anything started: nothing to wait for
+                return
+            child: ChildProcess | None = None
+            try:
+                async with open_child(self.spec, self.limits) as child:
+                    self._tracker.started(trio.current_time())
+                    self._child = child
+                    self._set_state(SupervisorState.READY)
+                    if first:
+                        first = False
+                        task_status.started()
+                    else:
+                        logger.info("[%s pid %d] restarted (restart %d)", name, child.pid,
+                                    self._restarts)
+                    try:
+                        await serve(child)
+                    finally:
+                        self._child = None
+            except ChildStartError as exc:
+                if first or child is not None:  # unrecoverable, or raised by serve itself
+                    raise
+                ended = str(exc)
+            else:
+                assert child is not None and child.returncode is not None  # reaped by open_child
+                if self._stop_requested.is_set():
+                    logger.info("[%s pid %d] stopped on request: %s", name, child.pid,
+                                describe_exit(child.returncode))
+                    return
+                ended = f"pid {child.pid} {describe_exit(child.returncode)}"
+            delay = self._tracker.exited(trio.current_time())
+            if delay is None:
+                message = (f"{name} is crash-looping: {self._tracker.recent_exits} unexpected exits "
+                           f"within {self.policy.crash_window:g}s (at most "
+                           f"{self.policy.crash_limit} allowed); last: {ended}")
+                logger.error("%s; giving up", message)
+                self._set_state(SupervisorState.FAILED)
+                raise CrashLoop(message)
+            logger.warning("[%s] %s; restarting in %.2fs (attempt %d)", name, ended,
+                           delay, self._tracker.attempt)
+            self._set_state(SupervisorState.RESTARTING)
+            with trio.move_on_after(delay):
+                await self._stop_requested.wait()
+            if self._stop_requested.is_set():
+                logger.info("[%s] stopped on request while waiting to restart", name)
+                return
+            self._restarts += 1
+
+    def _set_state(self, state: SupervisorState) -> None:
+        self._state = state
+        if self.on_state is not None:
+            self.on_state(state, self._tracker.attempt)

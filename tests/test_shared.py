@@ -1,0 +1,177 @@
+"""Shared mode: one supervised child for every client, with real children and real sockets."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import trio
+
+from bridge import Limits
+from bridge._supervisor import RestartPolicy
+from conftest import (
+    LineClient,
+    bridge_process,
+    call,
+    example_server,
+    request,
+    result_text,
+    running_bridge,
+)
+
+TIMEOUT = 20
+FAST_RESTARTS = RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=10)
+
+
+def initialize(request_id: Any, version: str) -> dict[str, Any]:
+    return request(request_id, "initialize", {"protocolVersion": version, "capabilities": {},
+                                               "clientInfo": {"name": "test", "version": "1"}})
+
+
+def progress_call(request_id: Any, token: Any, steps: int) -> dict[str, Any]:
+    return request(request_id, "tools/call", {"name": "progress", "arguments": {"steps": steps},
+                                              "_meta": {"progressToken": token}})
+
+
+async def shared(sock_dir, *flags: str, **options: Any):  # type: ignore[no-untyped-def]
+    return running_bridge(example_server(*flags), [f"unix:{sock_dir}/s.sock"],
+                          child_mode="shared", **options)
+
+
+async def test_clients_share_one_child_and_each_gets_only_its_own_replies_with_its_own_ids(
+    sock_dir,
+):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            clients = [await LineClient.open(daemon.addresses[0]) for _ in range(3)]
+            for number, client in enumerate(clients):
+                await client.send(call(1, "echo", text=f"{number}-int"),
+                                  call("1", "echo", text=f"{number}-str"),
+                                  call("x:1", "echo", text=f"{number}-colon"))
+            for number, client in enumerate(clients):
+                replies = [await client.receive() for _ in range(3)]
+                assert [(reply["id"], result_text(reply)) for reply in replies] == [
+                    (1, f"{number}-int"), ("1", f"{number}-str"), ("x:1", f"{number}-colon")]
+            assert daemon.statistics().children == 1
+
+
+async def test_a_later_legacy_client_is_answered_from_the_handshake_the_bridge_owns(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            first = await LineClient.open(daemon.addresses[0])
+            await first.send(initialize(0, "2025-06-18"),
+                             {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert (await first.receive())["result"]["protocolVersion"] == "2025-06-18"
+            second = await LineClient.open(daemon.addresses[0])
+            await second.send(initialize("init", "2025-03-26"),
+                              {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            answer = await second.receive()
+            # The child would have echoed 2025-03-26: the answer came from the cached handshake.
+            assert answer["id"] == "init"
+            assert answer["result"]["protocolVersion"] == "2025-06-18"
+            assert result_text(await second.call(1, "echo", text="ok")) == "ok"
+
+
+async def test_progress_reaches_only_the_client_whose_token_it_carries(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            a = await LineClient.open(daemon.addresses[0])
+            b = await LineClient.open(daemon.addresses[0])
+            await a.send(progress_call(1, "token", 2))
+            await b.send(progress_call(1, "token", 3))
+            for client, steps in ((a, 2), (b, 3)):
+                messages = [await client.receive() for _ in range(steps + 1)]
+                progress = [m["params"] for m in messages if m.get("method")]
+                assert [(p["progressToken"], p["progress"]) for p in progress] == [
+                    ("token", step) for step in range(1, steps + 1)]
+                assert messages[-1]["id"] == 1 and result_text(messages[-1]) == "done"
+
+
+async def test_a_client_cannot_cancel_another_clients_request(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            a = await LineClient.open(daemon.addresses[0])
+            b = await LineClient.open(daemon.addresses[0])
+            await a.send(request(5, "tools/call", {"name": "sleep", "arguments": {"seconds": 0.2},
+                                                   "_meta": {"progressToken": "p"}}))
+            assert (await a.receive())["method"] == "notifications/progress"
+            await b.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 5}})
+            assert result_text(await b.call(6, "echo", text="b")) == "b"
+            reply = await a.receive()
+            assert reply["id"] == 5 and result_text(reply) == "slept"
+
+
+async def test_a_child_crash_answers_every_request_in_flight_and_the_child_is_restarted(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, "--crash-after", "1",
+                                restart_policy=FAST_RESTARTS) as daemon:
+            a = await LineClient.open(daemon.addresses[0])
+            await a.send(initialize(0, "2025-06-18"))  # the one request the child answers
+            assert "result" in await a.receive()
+            await a.send(call(1, "echo", text="lost"))
+            crashed = await a.receive()
+            assert crashed["id"] == 1 and crashed["error"]["code"] == -32000
+            assert crashed["error"]["data"]["reason"] == "child-exited"
+            assert crashed["error"]["data"]["returncode"] == 3
+            # The restarted child got the handshake replayed (its one answer); the next request
+            # crashes it again, and so on: the client is served by each new child in turn.
+            await a.send(call(2, "echo", text="again"))
+            assert (await a.receive())["error"]["data"]["reason"] in ("child-exited",
+                                                                      "child-restarting")
+
+
+async def test_a_child_that_keeps_crashing_makes_the_daemon_exit_75(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--child", "shared", "--restart-limit", "1",
+                                  "--listen", f"unix:{sock_dir}/s.sock", "--",
+                                  *example_server("--crash-after", "0")) as bridge:
+            client = await LineClient.open(bridge.addresses[0])
+            for attempt in range(2):  # each request crashes the child it reaches
+                await client.send(call(attempt, "echo", text="x"))
+                reply = await client.receive()
+                assert reply["id"] == attempt and reply["error"]["code"] == -32000, reply
+            assert await bridge.process.wait() == 75, bridge.log()
+    assert "crash-looping" in bridge.log()
+
+
+async def test_a_client_that_never_reads_is_dropped_without_stalling_the_child_or_others(sock_dir):
+    limits = Limits(client_queue_bytes=1 << 20)
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, limits=limits) as daemon:
+            stuck = await LineClient.open(daemon.addresses[0])
+            await stuck.send(*[call(number, "blob", size=512 << 10) for number in range(16)])
+            other = await LineClient.open(daemon.addresses[0])
+            for number in range(40):  # served throughout, by the same child
+                assert result_text(await other.call(number, "echo", text="x")) == "x"
+            assert await stuck.receive_until_eof() is not None
+            assert daemon.statistics().connections == 1
+
+
+async def test_auto_mode_shares_a_modern_server_and_gives_a_legacy_one_a_child_per_connection(
+    sock_dir,
+):
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/a.sock"],
+                                  child_mode="auto") as daemon:
+            assert daemon.mode == "shared"
+        async with running_bridge(example_server("--era", "legacy"), [f"unix:{sock_dir}/b.sock"],
+                                  child_mode="auto") as daemon:
+            assert daemon.mode == "per-connection"
+            client = await LineClient.open(daemon.addresses[0])
+            assert result_text(await client.call(1, "echo", text="legacy")) == "legacy"
+
+
+async def test_a_graceful_stop_in_shared_mode_finishes_requests_and_stops_the_child(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--child", "shared", "--listen", f"unix:{sock_dir}/s.sock",
+                                  "--", *example_server()) as bridge:
+            client = await LineClient.open(bridge.addresses[0])
+            await client.send(request(1, "tools/call", {"name": "sleep",
+                                                        "arguments": {"seconds": 0.3},
+                                                        "_meta": {"progressToken": 1}}))
+            assert (await client.receive())["method"] == "notifications/progress"
+            bridge.process.send_signal(signal.SIGTERM)
+            replies = await client.receive_until_eof()
+            assert await bridge.process.wait() == 0, bridge.log()
+    assert [result_text(reply) for reply in replies] == ["slept"]
