@@ -140,6 +140,9 @@ def serve_parser() -> argparse.ArgumentParser:
                        help="one child per connection (default), one shared by every client "
                             "(supervised, restarted with backoff), or auto: probe the server "
                             "with server/discover, shared if it is modern, per-connection if not")
+    child.add_argument("--start", choices=["eager", "lazy"], default="eager",
+                       help="shared and auto modes: start (and probe) the child before "
+                            "accepting (eager, default) or on the first connection (lazy)")
     child.add_argument("--restart-limit", type=_count, default=RestartPolicy().crash_limit,
                        metavar="N", help="shared child: give up (exit 75) after more than N "
                                          "unexpected exits within --restart-window (default: "
@@ -263,7 +266,8 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
                           "there is one child, started before the listeners accept")
     policy = RestartPolicy(crash_limit=options.restart_limit, crash_window=options.restart_window)
     return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options,
-                       prespawn=options.prespawn, child_mode=options.child, restart_policy=policy)
+                       prespawn=options.prespawn, child_mode=options.child, restart_policy=policy,
+                       start=options.start)
 
 
 async def serve(config: ServeConfig) -> int:

@@ -68,6 +68,8 @@ class ServeConfig:
             :mod:`bridge._shared`) or ``"auto"`` (probe the server's era with ``server/discover``:
             shared for a modern or dual-era server, per-connection for a legacy one).
         restart_policy: how the shared child is restarted (backoff, crash-loop limit).
+        start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
+            before the listeners accept; ``"lazy"``: on the first connection.
     """
 
     listen: tuple[Address, ...]
@@ -77,6 +79,7 @@ class ServeConfig:
     prespawn: int = 0
     child_mode: str = "per-connection"
     restart_policy: RestartPolicy = RestartPolicy()
+    start: str = "eager"
 
 
 @attrs.frozen
@@ -118,6 +121,9 @@ class Daemon:
     _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
     _pool: ChildPool | None = attrs.field(init=False, default=None)
     _shared: SharedChild | None = attrs.field(init=False, default=None)
+    _services: trio.Nursery | None = attrs.field(init=False, default=None)
+    _started: bool = attrs.field(init=False, default=False)
+    _start_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     mode: str = attrs.field(init=False, default="per-connection")
     """The child mode in use (``auto`` resolved), once :meth:`run` has started."""
     _relays: set[Relay] = attrs.field(init=False, factory=set)
@@ -178,14 +184,16 @@ class Daemon:
         Raises:
             channels.ListenError: a listener could not be opened (nothing is left open).
         """
-        self.mode = await self._choose_mode()
+        self.mode = self.config.child_mode
         listeners = await self._open_listeners()
         try:
             async with trio.open_nursery() as services:
-                if self.mode == "shared":
-                    self._shared = SharedChild(self.config.child, self.config.limits,
-                                               self._stopping, self.config.restart_policy)
-                    await services.start(self._shared.run)
+                # The shared child lives here, beside the connections; with --start lazy the
+                # first connection starts it, hence the nursery kept on self (the visible
+                # causality break trio's design asks such code to mark).
+                self._services = services
+                if self.config.start == "eager":
+                    await self._ensure_started()
                 await self._serve(listeners, task_status)
                 if self._shared is not None:
                     self._shared.stop()
@@ -193,6 +201,25 @@ class Daemon:
             for listener in listeners:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
+
+    async def _ensure_started(self) -> None:
+        """Resolve ``auto`` and start the shared child, once.
+
+        Raises:
+            ChildStartError: the child could not be started (lazily: the connection that found
+                out is refused, the next one tries again).
+        """
+        async with self._start_lock:
+            if self._started:
+                return
+            self.mode = await self._choose_mode()
+            if self.mode == "shared":
+                assert self._services is not None
+                shared = SharedChild(self.config.child, self.config.limits, self._stopping,
+                                     self.config.restart_policy)
+                await self._services.start(shared.run)
+                self._shared = shared
+            self._started = True
 
     async def _choose_mode(self) -> str:
         if self.config.child_mode != "auto":
@@ -255,6 +282,7 @@ class Daemon:
             return
         self._connections += 1
         try:
+            await self._ensure_started()
             if self._shared is not None:
                 logger.info("%s: connected to the shared child", client.peer)
                 ending = await self._shared.serve(client)

@@ -51,12 +51,20 @@ from channels import (
 )
 
 from ._child import ChildProcess, ChildSpec, describe_exit
-from ._errors import CONNECTION_CLOSED, INVALID_REQUEST, REPLY_TOO_LARGE, TOO_MANY_REQUESTS, error_response
+from ._errors import (
+    CONNECTION_CLOSED,
+    ChildStartError,
+    INVALID_REQUEST,
+    REPLY_TOO_LARGE,
+    REQUEST_TIMEOUT,
+    TOO_MANY_REQUESTS,
+    error_response,
+)
 from ._inflight import DuplicateRequest, TooManyRequests
 from ._limits import Limits
 from ._relay import BATCH
 from ._router import ClientKey, Router
-from ._supervisor import RestartPolicy, Supervisor
+from ._supervisor import CrashLoop, RestartPolicy, Supervisor
 
 logger = logging.getLogger("bridge.shared")
 
@@ -123,6 +131,10 @@ class SharedChild:
     _replayed: trio.Event = attrs.field(init=False, factory=trio.Event)
     _child_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _done: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # (deadline, wire id) of requests at the child, in admission order (one timeout for all, so
+    # also deadline order); wire ids are never reused, so a stale entry is simply not found.
+    _deadlines: deque[tuple[float, int]] = attrs.field(init=False, factory=deque)
+    _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
 
     def __attrs_post_init__(self) -> None:
         self._router = Router(self.limits.max_in_flight)
@@ -152,7 +164,45 @@ class SharedChild:
             ChildStartError: the first child could not be started.
             CrashLoop: the child kept exiting (the daemon then exits 75).
         """
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.limits.request_timeout is not None:
+                    nursery.start_soon(self._expire_requests, self.limits.request_timeout)
+                await nursery.start(self._supervise, nursery.cancel_scope)
+                task_status.started()
+        except BaseExceptionGroup as group:
+            # Give the caller the supervisor's own verdict, not the nursery's wrapping of it.
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0],
+                                                         (ChildStartError, CrashLoop)):
+                raise group.exceptions[0] from None
+            raise
+
+    async def _supervise(self, helpers: trio.CancelScope, *,
+                         task_status: trio.TaskStatus[None]) -> None:
         await self.supervisor.run(self._serve_child, task_status=task_status)
+        helpers.cancel()
+
+    async def _expire_requests(self, timeout: float) -> None:
+        """Requests still at the child after ``timeout``: ``-32001`` to their client, and
+        ``notifications/cancelled`` to the child; a late reply is then dropped."""
+        while True:
+            while not self._deadlines:
+                self._deadline_added = trio.Event()
+                await self._deadline_added.wait()
+            deadline, wire = self._deadlines[0]
+            await trio.sleep_until(deadline)
+            self._deadlines.popleft()
+            owner = self._router.take(wire)
+            if owner is None:
+                continue  # answered, cancelled, or its client left
+            client_key, request_id = owner
+            logger.info("[%s] request %r timed out after %gs", self.spec.name, request_id, timeout)
+            await self._send_to_child([{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": wire,
+                                                   "reason": f"timed out after {timeout:g}s"}}])
+            self._deliver(client_key, error_response(request_id, REQUEST_TIMEOUT,
+                                                     "Request timed out", "request-timeout",
+                                                     timeout=timeout), 256)
 
     def stop(self) -> None:
         """Every client is gone: stop the child in MCP order and do not restart it; :meth:`run`
@@ -519,6 +569,10 @@ class SharedChild:
         if message["method"] == "initialize":
             self._handshake.wire_id = routed["id"]
             self._handshake.params = message.get("params")
+        if self.limits.request_timeout is not None:
+            self._deadlines.append((trio.current_time() + self.limits.request_timeout,
+                                    routed["id"]))
+            self._deadline_added.set()
         return routed
 
     async def _answer_from_handshake(self, client: _Client, request_id: Any) -> None:

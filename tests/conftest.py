@@ -131,6 +131,7 @@ async def running_bridge(
     prespawn: int = 0,
     child_mode: str = "per-connection",
     restart_policy: Any = None,
+    start: str = "eager",
     **child: Any,
 ) -> AsyncIterator[Daemon]:
     """Run a :class:`Daemon` in this process; stop it gracefully on exit.
@@ -144,6 +145,7 @@ async def running_bridge(
         listen_options=listen_options or ListenOptions(),
         prespawn=prespawn,
         child_mode=child_mode,
+        start=start,
         **({"restart_policy": restart_policy} if restart_policy is not None else {}),
     )
     daemon = Daemon(config)

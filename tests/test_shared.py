@@ -175,3 +175,37 @@ async def test_a_graceful_stop_in_shared_mode_finishes_requests_and_stops_the_ch
             replies = await client.receive_until_eof()
             assert await bridge.process.wait() == 0, bridge.log()
     assert [result_text(reply) for reply in replies] == ["slept"]
+
+
+async def test_a_request_over_the_request_timeout_gets_32001_in_shared_mode_too(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, limits=Limits(request_timeout=1.0)) as daemon:
+            client = await LineClient.open(daemon.addresses[0])
+            await client.send(request("slow", "tools/call", {
+                "name": "sleep", "arguments": {"seconds": 1.5}, "_meta": {"progressToken": 1}}))
+            assert (await client.receive())["method"] == "notifications/progress"
+            timed_out = await client.receive()
+            after = await client.call("after", "echo", text="next")  # the late "slept" is dropped
+    assert timed_out["id"] == "slow" and timed_out["error"]["code"] == -32001
+    assert timed_out["error"]["data"] == {"reason": "request-timeout", "timeout": 1.0}
+    assert after["id"] == "after" and result_text(after) == "next"
+
+
+async def test_with_a_lazy_start_the_shared_child_starts_on_the_first_connection(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, start="lazy") as daemon:
+            assert daemon.statistics().children == 0  # listening, and nothing started yet
+            client = await LineClient.open(daemon.addresses[0])
+            assert result_text(await client.call(1, "echo", text="first")) == "first"
+            assert daemon.statistics().children == 1
+
+
+async def test_with_a_lazy_start_a_child_that_cannot_start_refuses_that_connection_only(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(("/nonexistent/server",), [f"unix:{sock_dir}/s.sock"],
+                                  child_mode="shared", start="lazy") as daemon:
+            for attempt in range(2):  # each connection tries again, and is told why
+                client = await LineClient.open(daemon.addresses[0])
+                await client.send(call(attempt, "echo", text="x"))
+                (reply,) = await client.receive_until_eof()
+                assert reply["error"]["data"]["reason"] == "child-start-failed"
