@@ -135,6 +135,9 @@ class SharedChild:
     # also deadline order); wire ids are never reused, so a stale entry is simply not found.
     _deadlines: deque[tuple[float, int]] = attrs.field(init=False, factory=deque)
     _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # Refusals of the child's requests that nobody can answer: the child's reader collects them
+    # and writes them after each batch, so that routing itself never waits on the child's stdin.
+    _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
         self._router = Router(self.limits.max_in_flight)
@@ -301,11 +304,6 @@ class SharedChild:
                                                      "Reply too large", "reply-too-large",
                                                      limit=error.limit), 256)
         return True
-
-    # A request from the child that nobody can answer is refused from the reader's task, which
-    # must not wait on the child's stdin while the child may be waiting for us to read: refusals
-    # are collected and written after each batch.
-    _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
 
     async def _flush_child_requests(self) -> None:
         if self._refusals:
