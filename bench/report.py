@@ -63,6 +63,8 @@ def columns(counts) -> tuple[list, list]:
         (f"relay RSS @{clients} MiB", "concurrent", _memory(lambda m: _mib(m["rss_kb"]))),
         (f"relay PSS @{clients} MiB", "concurrent", _memory(lambda m: _mib(m["pss_kb"]))),
         ("relay procs counted", "concurrent", _memory(lambda m: str(m["processes"]))),
+        (f"total RSS @{clients} MiB", "concurrent", lambda r: _mib(r["total_memory"]["rss_kb"])),
+        ("servers counted", "concurrent", lambda r: str(r["total_memory"]["servers"])),
     ]
     return speed, cost
 

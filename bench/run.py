@@ -4,13 +4,15 @@ Run from the repository root::
 
     python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
 
-Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session):
+Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
+but in ``bridge-shared``):
 
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
 * ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
 * ``socat-tcp``    ``socat TCP-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128 EXEC:...``;
 * ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB --max-child-message 32MiB -- ...``;
 * ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log).
+* ``bridge-shared`` ``bridge-unix`` with ``--child shared``: one example server for every session.
 
 Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
 
@@ -21,8 +23,8 @@ Scenarios, each on fresh sessions that start with ``initialize`` + ``notificatio
   the CPU each process spent in that window (utime+stime from /proc, see procfs.py): the relay's,
   the client's own (this process) and the example server's;
 * concurrent: N sessions connected at once, each initialize + M calls one at a time, driven from one
-  poll loop; wall time, calls/s, and the relay's memory while all N are still connected. For direct
-  this spawns N servers, which is what the relays do too;
+  poll loop; wall time, calls/s, and the relay's memory (alone, and with the example servers) while
+  all N are still connected. For direct this spawns N servers, which is what the relays do too;
 * large: echo of a 1 MiB and a 16 MiB text; median round trip, encoding done before the clock starts.
 
 Every reply is checked (id and echoed text); the first bad one fails the scenario, which is then

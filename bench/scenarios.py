@@ -278,8 +278,19 @@ def _relay_memory(target) -> dict | None:
     }
 
 
+def _total_memory(target) -> dict:
+    """RSS of the relay processes plus every example server: what serving the sessions costs."""
+    relay, servers = target.relay_pids(), target.server_pids()
+    return {
+        "processes": len(relay) + len(servers),
+        "servers": len(servers),
+        "rss_kb": sum(procfs.rss_kb(pid) for pid in relay + servers),
+    }
+
+
 def concurrent(target, counts: Counts) -> dict:
-    """``clients`` sessions opened at once, each initialize + its calls; relay memory at the end."""
+    """``clients`` sessions opened at once, each initialize + its calls; relay memory, and relay
+    plus example servers, at the end."""
     clients = [_Client(number, counts.calls_per_client) for number in range(counts.clients)]
     started = time.perf_counter()
     try:
@@ -290,6 +301,7 @@ def concurrent(target, counts: Counts) -> dict:
         _drive(clients)
         wall = time.perf_counter() - started
         memory = _relay_memory(target)  # every session is still connected here
+        total_memory = _total_memory(target)
     finally:
         for client in clients:
             if client.conn is not None:
@@ -301,6 +313,7 @@ def concurrent(target, counts: Counts) -> dict:
         "wall_s": wall,
         "calls_per_s": calls / wall,
         "relay_memory": memory,
+        "total_memory": total_memory,
     }
 
 

@@ -1,4 +1,4 @@
-"""The six things the benchmark talks to, behind one small interface.
+"""The eight things the benchmark talks to, behind one small interface.
 
 Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet initialized),
 ``relay_pids()`` (the processes whose own CPU and memory are charged to the relay), ``server_pids()``
@@ -13,6 +13,9 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
   of any trio relay here, for reading the bridge's figures. The relay is that process alone.
 * ``bridge-prespawn``: ``bridge-unix`` with ``--prespawn 8``: eight children kept started ahead of
   connections (the warm pool), for the session-setup figure.
+* ``bridge-shared``: ``bridge-unix`` with ``--child shared``: ONE example server for every session
+  (the bridge rewrites ids and answers every ``initialize`` after the first from the first one's
+  result); the example server answers one request at a time, so all sessions queue at that child.
 * ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server.py``. The relay is the
   bridge process alone (all its threads), never its example-server children. Ready when its stderr
   shows ``listening on unix:PATH`` / ``listening on tcp:127.0.0.1:PORT``; stopped with SIGTERM.
@@ -292,9 +295,11 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
         return DirectTarget()
     if name == "bridge-prespawn":
         return RelayTarget(name, "unix", "bridge", ("--prespawn", str(PRESPAWN)))
+    if name == "bridge-shared":
+        return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
     kind, transport = name.split("-")
     return RelayTarget(name, transport, kind)
 
 
 TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",
-                "bridge-prespawn")
+                "bridge-prespawn", "bridge-shared")

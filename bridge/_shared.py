@@ -17,9 +17,10 @@ messages and applies the policies:
   their owner only; ``notifications/message`` to the only client with requests in flight, else to
   every legacy client (for which logging is session-wide); anything else (list changes, resource
   updates) to every legacy client. Modern clients receive only what belongs to their requests.
-* **Fairness.** Each client has its own queue of at most ``client_queue`` messages and
-  ``client_queue_bytes`` bytes; the child's reader never waits for a client: a client whose queue
-  overflows is disconnected (``client-too-slow``), and nobody else is slowed down. A client has at
+* **Fairness.** Each client has its own queue of at most ``client_queue`` messages, and a message
+  is only queued behind at most ``client_queue_bytes`` bytes (so one large reply still passes);
+  the child's reader never waits for a client: a client whose queue overflows is disconnected
+  (``client-too-slow``), and nobody else is slowed down. A client has at
   most ``max_in_flight`` requests at the child.
 * **Child restarts** (by the supervisor): every request in flight gets ``-32000``
   (``child-exited``), open subscriptions end with it (clients re-listen), requests that arrive while
@@ -363,12 +364,15 @@ class SharedChild:
         client = self._clients.get(client_key)
         if client is None or client.ending is not None:
             return
+        # The byte limit bounds what was already waiting: a single message larger than it (up to
+        # --max-child-message) still reaches a client that keeps up.
+        waiting_bytes = client.outbox_bytes
         client.outbox.append((message, size))
         client.outbox_bytes += size
         client.wake.set()
         client.changed.set()
         if (len(client.outbox) > self.limits.client_queue
-                or client.outbox_bytes > self.limits.client_queue_bytes):
+                or waiting_bytes > self.limits.client_queue_bytes):
             self._drop(client, "client-too-slow",
                        f"its queue passed {self.limits.client_queue} messages or "
                        f"{self.limits.client_queue_bytes} bytes")

@@ -8,12 +8,27 @@ with ``initialize`` gets the legacy handshake era, a client whose first request 
 
 Tools: ``echo`` (``text`` → the same text) and ``add`` (``a`` + ``b``).
 
-Run as a script (``python tests/sdk_server.py``); it needs the ``mcp`` package, not the bridge.
+With ``--extra-tools`` (the shared-mode tests) three more; they are opt-in so that the other
+tests still see exactly ``echo`` and ``add``:
+
+* ``slow`` (``seconds``, ``steps``): reports progress ``1..steps`` of ``steps`` through the SDK's
+  ``Context.report_progress``, the first at once, sleeping ``seconds / steps`` after each; returns
+  ``"done"``. A call cancelled by the client is counted;
+* ``cancelled_slow_calls`` (``at_least``): waits until at least that many ``slow`` calls have been
+  cancelled, then returns how many were (the test bounds the wait with its own timeout);
+* ``blob`` (``size``): a text of ``size`` bytes (``"x"`` repeated), unstructured, so the reply
+  carries it once.
+
+Run as a script (``python tests/sdk_server.py [--extra-tools]``); it needs the ``mcp`` package, not
+the bridge.
 """
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer(name="mcp-bridge-sdk-test-server", version="1.0.0")
 
@@ -28,5 +43,51 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+class _Cancellations:
+    """How many ``slow`` calls were cancelled, and a way to wait for that number to grow."""
+
+    count = 0
+    changed: anyio.Event | None = None  # created inside the event loop, by the first waiter
+
+    @classmethod
+    def add(cls) -> None:
+        cls.count += 1
+        if cls.changed is not None:
+            cls.changed.set()
+            cls.changed = None
+
+    @classmethod
+    async def wait(cls) -> None:
+        if cls.changed is None:
+            cls.changed = anyio.Event()
+        await cls.changed.wait()
+
+
+async def slow(seconds: float, steps: int, ctx: Context) -> str:
+    try:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+            await anyio.sleep(seconds / steps)
+    except anyio.get_cancelled_exc_class():
+        _Cancellations.add()
+        raise
+    return "done"
+
+
+async def cancelled_slow_calls(at_least: int) -> int:
+    while _Cancellations.count < at_least:
+        await _Cancellations.wait()
+    return _Cancellations.count
+
+
+def blob(size: int) -> str:
+    return "x" * size
+
+
 if __name__ == "__main__":
+    if "--extra-tools" in sys.argv[1:]:
+        server.tool(description="Report progress in steps, sleeping between them; return 'done'.")(slow)
+        server.tool(description="Wait until at least N slow calls were cancelled; return how many.")(
+            cancelled_slow_calls)
+        server.tool(description="A text of the given size.", structured_output=False)(blob)
     server.run("stdio")

@@ -14,7 +14,7 @@ import trio
 
 from conftest import REPO
 
-ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp"
+ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp,bridge-prespawn,bridge-shared"
 
 
 async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
