@@ -166,7 +166,13 @@ class Router:
         if pending is None:
             return None
         del self._by_client[pending.client][pending.request_id]
-        return pending.client, {**message, "id": pending.request_id}
+        restored = {**message, "id": pending.request_id}
+        result = message.get("result")
+        meta = result.get("_meta") if isinstance(result, dict) else None
+        if isinstance(meta, dict) and meta.get(SUBSCRIPTION_ID) == wire:
+            # The end of a subscriptions/listen stream names its subscription too.
+            restored["result"] = {**result, "_meta": {**meta, SUBSCRIPTION_ID: pending.request_id}}  # type: ignore[dict-item]
+        return pending.client, restored
 
     def take(self, wire: int) -> tuple[ClientKey, RequestId] | None:
         """Forget a request in flight (it could not be delivered to the child); who sent it."""

@@ -21,8 +21,11 @@ requests, for the probe's timeout) but goes on answering the requests that follo
 Tools: ``echo`` (``text`` → the same text), ``add`` (``a`` + ``b``), ``sleep`` (``seconds``, then
 "slept"; with a ``progressToken`` it first sends one progress notification, so a client knows the
 request has arrived), ``blob`` (``size`` → a text of that many bytes), ``progress`` (``steps`` progress
-notifications on the request's ``progressToken``, then "done"), ``spawn_grandchild`` (starts a
-``sleep`` in the server's process group and answers with its pid).
+notifications on the request's ``progressToken``, then "done"), ``ask_client`` (sends the client a
+request such as ``roots/list`` and answers with the client's answer), ``notify`` (sends a
+notification that belongs to no request, such as ``notifications/tools/list_changed``),
+``spawn_grandchild`` (starts a ``sleep`` in the server's process group and answers with its pid).
+``subscriptions/listen`` (2026-07-28) is acknowledged, sends one tagged update and ends at once.
 
 Requests are answered one at a time, in order. This file is run as a script, never imported by the
 bridge; it must stay importable on a bare Python 3.11 without the project's dependencies.
@@ -89,6 +92,24 @@ TOOLS = [
         },
     },
     {
+        "name": "ask_client",
+        "description": "Send the client a request (e.g. roots/list), wait for its answer, return it.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"method": {"type": "string"}},
+            "required": ["method"],
+        },
+    },
+    {
+        "name": "notify",
+        "description": "Send a notification that belongs to no request (e.g. a list change).",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"method": {"type": "string"}},
+            "required": ["method"],
+        },
+    },
+    {
         "name": "spawn_grandchild",
         "description": "Start a long sleep in this server's process group; answer with its pid.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -110,6 +131,15 @@ class Server:
         self.requests_seen = 0
         self.replies_sent = 0
         self.grandchildren: list[subprocess.Popen] = []
+        self.deferred: list[bytes] = []  # lines read while a tool waited for a client's answer
+        self.asks = 0
+
+    def feed(self, line: bytes) -> None:
+        line = line.strip()
+        if line:
+            self.handle_line(line)
+        while self.deferred:
+            self.handle_line(self.deferred.pop(0))
 
     # -- output -------------------------------------------------------------------------------
     def write(self, message: dict) -> None:
@@ -233,11 +263,41 @@ class Server:
                         }
                     )
             return text_result("done")
+        if name == "ask_client":
+            return text_result(self.ask_client(str(arguments.get("method", "roots/list"))))
+        if name == "notify":
+            self.write({"jsonrpc": "2.0", "method": str(arguments.get("method")), "params": {}})
+            return text_result("sent")
         if name == "spawn_grandchild":
             child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
             self.grandchildren.append(child)
             return text_result(str(child.pid))
         raise ToolError(f"Unknown tool: {name}")
+
+
+    def on_subscriptions_listen(self, params: dict, request_id) -> dict:
+        """2026-07-28 subscriptions: acknowledge, send one tagged update, end at once."""
+        tag = {"io.modelcontextprotocol/subscriptionId": request_id}
+        self.write({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"_meta": tag, "notifications": params.get("notifications", {})}})
+        self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                    "params": {"_meta": tag, "uri": "example://updated"}})
+        return {"resultType": "complete", "_meta": tag}
+
+    def ask_client(self, method: str) -> str:
+        """Send the client a request and wait for its answer (other lines are handled after)."""
+        self.asks += 1
+        ask_id = f"ask-{self.asks}"
+        self.write({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": {}})
+        while raw := sys.stdin.buffer.readline():
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("id") == ask_id and "method" not in message:
+                return json.dumps(message.get("result", message.get("error")), sort_keys=True)
+            self.deferred.append(raw.strip())
+        return "no answer: stdin closed"
 
 
 def is_modern(params: dict) -> bool:
@@ -275,9 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.flush()
     server = Server(options)
     for line in sys.stdin.buffer:
-        line = line.strip()
-        if line:
-            server.handle_line(line)
+        server.feed(line)
     if options.ignore_stdin_eof:
         while True:
             time.sleep(3600)

@@ -161,6 +161,7 @@ def test_subscription_notifications_reach_only_the_subscriber_with_its_own_id():
              "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: listen["id"]}}}
     client, delivered = router.child_response(final)
     assert client == 1 and delivered["id"] == "sub"
+    assert delivered["result"]["_meta"][SUBSCRIPTION_ID] == "sub"
     assert router.child_subscription(ack) is None  # the subscription is over
 
 

@@ -209,3 +209,75 @@ async def test_with_a_lazy_start_a_child_that_cannot_start_refuses_that_connecti
                 await client.send(call(attempt, "echo", text="x"))
                 (reply,) = await client.receive_until_eof()
                 assert reply["error"]["data"]["reason"] == "child-start-failed"
+
+
+# -- routing policies, end to end through a real child ---------------------------------------
+
+async def test_a_request_from_the_child_goes_to_the_only_client_with_requests_in_flight(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            asker = await LineClient.open(daemon.addresses[0])
+            idle = await LineClient.open(daemon.addresses[0])
+            await asker.send(call("ask", "ask_client", method="roots/list"))
+            question = await asker.receive()
+            assert question["method"] == "roots/list" and type(question["id"]) is int
+            await asker.send({"jsonrpc": "2.0", "id": question["id"],
+                              "result": {"roots": [{"uri": "file:///work"}]}})
+            answer = await asker.receive()
+            assert answer["id"] == "ask"
+            assert result_text(answer) == '{"roots": [{"uri": "file:///work"}]}'
+            # The idle client saw none of it: its next message is its own reply.
+            assert result_text(await idle.call(1, "echo", text="idle")) == "idle"
+
+
+async def test_a_request_from_the_child_with_no_single_client_to_route_to_is_refused(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            asker = await LineClient.open(daemon.addresses[0])
+            other = await LineClient.open(daemon.addresses[0])
+            await asker.send(call("ask", "ask_client", method="roots/list"))
+            await other.send(call("busy", "echo", text="also in flight"))
+            # Both clients have a request in flight when the child asks: nobody is asked, and the
+            # child gets -32601, which its tool reports.
+            answer = await asker.receive()
+            assert answer["id"] == "ask"
+            assert '"reason": "no-client-to-route-to"' in result_text(answer)
+            assert result_text(await other.receive()) == "also in flight"
+
+
+async def test_notifications_that_belong_to_no_request_go_to_every_legacy_client_only(sock_dir):
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            legacy = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
+            for number, client in enumerate(legacy):
+                await client.send(initialize(f"init{number}", "2025-06-18"))
+                assert "result" in await client.receive()
+            modern = await LineClient.open(daemon.addresses[0])
+            await legacy[0].send(call("n", "notify", method="notifications/tools/list_changed"))
+            for client in legacy:
+                note = await client.receive()
+                assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                                "params": {}}
+            assert result_text(await legacy[0].receive()) == "sent"
+            assert result_text(await modern.call(1, "echo", text="modern")) == "modern"
+
+
+async def test_subscription_notifications_reach_only_the_subscriber_with_its_own_id(sock_dir):
+    listen_params = {"notifications": {"resourceSubscriptions": ["example://updated"]},
+                     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                               "io.modelcontextprotocol/clientCapabilities": {}}}
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir) as daemon:
+            a = await LineClient.open(daemon.addresses[0])
+            b = await LineClient.open(daemon.addresses[0])
+            await a.send(request(1, "subscriptions/listen", listen_params))
+            await b.send(request("1", "subscriptions/listen", listen_params))
+            for client, own_id in ((a, 1), (b, "1")):
+                ack, update, end = [await client.receive() for _ in range(3)]
+                tag = "io.modelcontextprotocol/subscriptionId"
+                assert ack["method"] == "notifications/subscriptions/acknowledged"
+                assert update["method"] == "notifications/resources/updated"
+                for message in (ack["params"], update["params"], end["result"]):
+                    assert message["_meta"][tag] == own_id
+                    assert type(message["_meta"][tag]) is type(own_id)
+                assert end["id"] == own_id
