@@ -7,7 +7,8 @@ benchmark have a real child process whose faults can be switched on from the com
 
     python3 bridge/example_server.py [--crash-after N] [--junk-every N] [--stderr-flood N]
                                      [--ignore-stdin-eof] [--ignore-sigterm] [--close-stdout-after N]
-                                     [--era {dual,legacy,modern}] [--discover-hang]
+                                     [--crash-once-file PATH] [--era {dual,legacy,modern}]
+                                     [--discover-hang]
 
 ``--era`` picks which eras it serves, for testing the bridge's era probe (``bridge/_eras.py``):
 ``dual`` (the default) serves both, as above; ``legacy`` is a 2025-11-25 server: it does not know
@@ -24,6 +25,7 @@ request has arrived), ``blob`` (``size`` → a text of that many bytes), ``progr
 notifications on the request's ``progressToken``, then "done"), ``ask_client`` (sends the client a
 request such as ``roots/list`` and answers with the client's answer), ``notify`` (sends a
 notification that belongs to no request, such as ``notifications/tools/list_changed``),
+``stats`` (what this process has seen: ``initialize`` requests, cancelled request ids),
 ``spawn_grandchild`` (starts a ``sleep`` in the server's process group and answers with its pid).
 ``subscriptions/listen`` (2026-07-28) is acknowledged, sends one tagged update and ends at once.
 
@@ -110,6 +112,11 @@ TOOLS = [
         },
     },
     {
+        "name": "stats",
+        "description": "What this process has seen: initialize requests, cancelled request ids.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
         "name": "spawn_grandchild",
         "description": "Start a long sleep in this server's process group; answer with its pid.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -133,6 +140,8 @@ class Server:
         self.grandchildren: list[subprocess.Popen] = []
         self.deferred: list[bytes] = []  # lines read while a tool waited for a client's answer
         self.asks = 0
+        self.initializes = 0
+        self.cancelled: list = []  # requestIds of the notifications/cancelled received
 
     def feed(self, line: bytes) -> None:
         line = line.strip()
@@ -179,10 +188,17 @@ class Server:
         if method is None:
             return  # a response to a request we never send, ignore
         if "id" not in message:
+            if method == "notifications/cancelled":
+                self.cancelled.append((message.get("params") or {}).get("requestId"))
             return  # notifications need no answer
         request_id = message["id"]
         self.requests_seen += 1
-        if self.options.crash_after is not None and self.requests_seen > self.options.crash_after:
+        crash_once = self.options.crash_once_file
+        if crash_once and os.path.exists(crash_once):
+            pass  # crashed once already (in an earlier process)
+        elif self.options.crash_after is not None and self.requests_seen > self.options.crash_after:
+            if crash_once:
+                open(crash_once, "w").close()
             sys.stderr.write(f"example server: crashing on request {self.requests_seen}\n")
             sys.stderr.flush()
             os._exit(3)
@@ -205,6 +221,7 @@ class Server:
             self.reply(request_id, result)
 
     def on_initialize(self, params: dict, request_id) -> dict | None:
+        self.initializes += 1
         requested = params.get("protocolVersion")
         if self.options.era == "modern":  # versioning.mdx: name the supported versions
             self.error(request_id, -32022, "Unsupported protocol version",
@@ -268,6 +285,9 @@ class Server:
         if name == "notify":
             self.write({"jsonrpc": "2.0", "method": str(arguments.get("method")), "params": {}})
             return text_result("sent")
+        if name == "stats":
+            return text_result(json.dumps({"initialize": self.initializes,
+                                           "cancelled": self.cancelled}))
         if name == "spawn_grandchild":
             child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
             self.grandchildren.append(child)
@@ -309,6 +329,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--crash-after", type=int, metavar="N",
                         help="answer N requests, then exit with status 3 when the next one arrives")
+    parser.add_argument("--crash-once-file", metavar="PATH",
+                        help="with --crash-after: crash only if PATH does not exist, creating it "
+                             "(so the restarted process serves on)")
     parser.add_argument("--junk-every", type=int, metavar="N",
                         help="write a non-JSON line to stdout before every Nth reply")
     parser.add_argument("--stderr-flood", type=int, metavar="N", default=0,

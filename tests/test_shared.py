@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import socket
+import struct
 from typing import Any
 
 import trio
@@ -281,3 +283,66 @@ async def test_subscription_notifications_reach_only_the_subscriber_with_its_own
                     assert message["_meta"][tag] == own_id
                     assert type(message["_meta"][tag]) is type(own_id)
                 assert end["id"] == own_id
+
+
+async def stats(client: LineClient, request_id: Any) -> dict[str, Any]:
+    import json
+
+    return json.loads(result_text(await client.call(request_id, "stats")))  # type: ignore[no-any-return]
+
+
+async def test_a_client_that_disconnects_has_its_requests_cancelled_at_the_child_and_late_replies_dropped(
+    sock_dir,
+):
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
+                                  child_mode="shared") as daemon:
+            leaver = await LineClient.open(daemon.addresses[0])
+            await leaver.send(request(1, "tools/call", {"name": "sleep", "arguments": {"seconds": 0.3},
+                                                        "_meta": {"progressToken": "t"}}))
+            assert (await leaver.receive())["method"] == "notifications/progress"
+            # A reset, not an EOF: an EOF is a half-close, after which replies are still owed.
+            leaver.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,  # type: ignore[attr-defined]
+                                            struct.pack("ii", 1, 0))
+            await leaver.aclose()
+            stayer = await LineClient.open(daemon.addresses[0])
+            # The child answers in order: the leaver's late "slept" comes first and must not
+            # reach anyone; then this client's own reply, with the cancellation the child got.
+            seen = await stats(stayer, "mine")
+    assert len(seen["cancelled"]) == 1 and type(seen["cancelled"][0]) is int  # a wire id
+
+
+async def test_after_a_restart_legacy_clients_carry_on_because_the_bridge_replays_the_handshake(
+    sock_dir,
+):
+    crash_once = sock_dir / "crashed"
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, "--crash-after", "1", "--crash-once-file",
+                                str(crash_once), restart_policy=FAST_RESTARTS) as daemon:
+            client = await LineClient.open(daemon.addresses[0])
+            await client.send(initialize(0, "2025-06-18"),
+                              {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert "result" in await client.receive()
+            await client.send(call(1, "echo", text="crashes the child"))
+            assert (await client.receive())["error"]["data"]["reason"] == "child-exited"
+            # No new initialize from the client: the new child got the cached one from the bridge.
+            assert await stats(client, 2) == {"initialize": 1, "cancelled": []}
+            assert daemon.statistics().children == 1
+    assert crash_once.exists()
+
+
+async def test_a_modern_only_child_serves_modern_clients_and_refuses_legacy_ones_clearly(sock_dir):
+    modern_meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {}}
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, "--era", "modern") as daemon:
+            modern = await LineClient.open(daemon.addresses[0])
+            await modern.send(request(1, "tools/call", {"name": "echo", "arguments": {"text": "m"},
+                                                        "_meta": modern_meta}))
+            reply = await modern.receive()
+            assert result_text(reply) == "m" and reply["result"]["resultType"] == "complete"
+            legacy = await LineClient.open(daemon.addresses[0])
+            await legacy.send(initialize(0, "2025-06-18"))
+            refused = await legacy.receive()
+    assert refused["error"]["code"] == -32022
+    assert refused["error"]["data"]["supported"] == ["2026-07-28"]
