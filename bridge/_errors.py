@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import INVALID_REQUEST, PARSE_ERROR, JSONObject, RequestId
+from channels import INVALID_REQUEST, PARSE_ERROR, JSONObject, MessageTooLarge, ProtocolError, RequestId
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -21,6 +21,7 @@ __all__ = [
     "TOO_MANY_CONNECTIONS",
     "TOO_MANY_REQUESTS",
     "BridgeError",
+    "bad_input_reply",
     "ChildStartError",
     "ConfigError",
     "error_response",
@@ -41,6 +42,20 @@ def error_response(request_id: RequestId | None, code: int, message: str, reason
         "id": request_id,
         "error": {"code": code, "message": message, "data": {"reason": reason, **data}},
     }
+
+
+_PROTOCOL_ERROR_MESSAGES = {PARSE_ERROR: "Parse error", INVALID_REQUEST: "Invalid Request"}
+
+
+def bad_input_reply(error: ProtocolError) -> JSONObject:
+    """The answer to one bad message from a client: ``-32700`` or ``-32600``, naming the request
+    when its id could be read, with ``data.detail`` (and ``data.limit`` for an over-long one)."""
+    if isinstance(error, MessageTooLarge):
+        return error_response(error.request_id, error.rpc_code, "Message too large",
+                              error.reason, detail=str(error), limit=error.limit)
+    message = _PROTOCOL_ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
+    return error_response(error.request_id, error.rpc_code, message, error.reason,
+                          detail=str(error))
 
 
 class BridgeError(Exception):

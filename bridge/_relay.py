@@ -50,6 +50,7 @@ from ._errors import (
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
     TOO_MANY_REQUESTS,
+    bad_input_reply,
     error_response,
 )
 from ._inflight import DuplicateRequest, InFlight, TooManyRequests
@@ -61,7 +62,6 @@ logger = logging.getLogger("bridge.relay")
 # flood of small messages still yields to other connections regularly.
 BATCH = 64
 
-_ERROR_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request"}
 
 
 @attrs.frozen
@@ -204,15 +204,8 @@ class Relay:
 
     async def _answer_bad_input(self, error: ProtocolError, count: int) -> bool:
         """Answer one bad message; False when the connection must end because of it."""
-        data: dict[str, Any] = {"detail": str(error)}
-        if isinstance(error, MessageTooLarge):
-            data["limit"] = error.limit
-            message = "Message too large"
-        else:
-            message = _ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
-        await self._reply(error_response(error.request_id, error.rpc_code, message, error.reason,
-                                         **data))
-        logger.info("%s: %s (%s)", self.client.peer, message, error)
+        await self._reply(bad_input_reply(error))
+        logger.info("%s: %s", self.client.peer, error)
         if isinstance(error, MessageTooLarge):
             # The rest of that line is skipped, but a peer that sends one is not trusted to frame.
             self._end(Ending("client sent an over-long message", "message-too-large",

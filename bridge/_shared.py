@@ -59,6 +59,7 @@ from ._errors import (
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
     TOO_MANY_REQUESTS,
+    bad_input_reply,
     error_response,
 )
 from ._inflight import DuplicateRequest, TooManyRequests
@@ -78,7 +79,6 @@ HANDSHAKE_TIMEOUT = 30.0
 REPLAY_ID = "mcp-bridge-handshake"
 METHOD_NOT_FOUND = -32601
 
-_ERROR_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request"}
 
 
 @attrs.define(eq=False)
@@ -517,13 +517,7 @@ class SharedChild:
         self._drop(client, reason, str(error))
 
     def _answer_bad_input(self, client: _Client, error: ProtocolError) -> None:
-        data: dict[str, Any] = {"detail": str(error)}
-        if isinstance(error, MessageTooLarge):
-            data["limit"] = error.limit
-        message = "Message too large" if isinstance(error, MessageTooLarge) else \
-            _ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
-        self._deliver(client.key, error_response(error.request_id, error.rpc_code, message,
-                                                 error.reason, **data), 256)
+        self._deliver(client.key, bad_input_reply(error), 256)
 
     async def _admit(self, client: _Client, message: JSONObject) -> JSONObject | None:
         """The child's copy of a client message, or None if it is answered or dropped here."""
