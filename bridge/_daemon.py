@@ -36,8 +36,9 @@ from ._child import ChildProcess, ChildSpec, open_child
 from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, error_response
 from ._limits import Limits
 from ._eras import Era, probe_era
+from ._peeked import PeekedChannel
 from ._pool import ChildPool
-from ._relay import Relay
+from ._relay import BATCH, Relay
 from ._shared import SharedChild
 from ._supervisor import RestartPolicy
 
@@ -66,7 +67,9 @@ class ServeConfig:
         prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._pool`).
         child_mode: ``"per-connection"``, ``"shared"`` (one supervised child for every client,
             :mod:`bridge._shared`) or ``"auto"`` (probe the server's era with ``server/discover``:
-            shared for a modern or dual-era server, per-connection for a legacy one).
+            for a legacy server, per-connection; for a modern or dual-era one, a shared child for
+            modern clients, and a child of its own for each client that opens with
+            ``initialize``).
         restart_policy: how the shared child is restarted (backoff, crash-loop limit).
         start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
             before the listeners accept; ``"lazy"``: on the first connection.
@@ -283,6 +286,14 @@ class Daemon:
         self._connections += 1
         try:
             await self._ensure_started()
+            if self._shared is not None and self.config.child_mode == "auto":
+                peeked = await self._peek_first_messages(client)
+                if peeked is None:
+                    return  # it left before saying anything
+                client, opens_with_initialize = peeked
+                if opens_with_initialize:
+                    await self._relay(client)
+                    return
             if self._shared is not None:
                 logger.info("%s: connected to the shared child", client.peer)
                 ending = await self._shared.serve(client)
@@ -302,6 +313,28 @@ class Daemon:
             self._connections -= 1
             if client.peer.transport == "stdio":
                 self.stop()  # the one stdio connection was the daemon's whole purpose
+
+    async def _peek_first_messages(
+        self, client: MessageChannel
+    ) -> tuple[MessageChannel, bool] | None:
+        """Auto mode with a modern server: read the connection's first messages to tell a legacy
+        client (it opens with ``initialize``) from a modern one. A dual-era server may fix its era
+        per process on the first request it sees (the official SDK's does), so a shared child can
+        only serve one era: legacy clients get a child of their own, modern ones share.
+
+        Returns the channel (which hands those messages out again) and whether it is legacy, or
+        ``None`` if the client left first.
+        """
+        try:
+            items = await receive_batch(client, BATCH)
+        except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        first = items[0]
+        legacy = isinstance(first, dict) and first.get("method") == "initialize"
+        if legacy:
+            logger.info("%s: opens with initialize: a legacy client, given its own child",
+                        client.peer)
+        return PeekedChannel(client, items), legacy
 
     @asynccontextmanager
     async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:

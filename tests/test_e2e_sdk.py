@@ -243,3 +243,20 @@ async def test_sdk_client_lists_and_calls_tools_through_connect_and_the_bridge_i
 
 async def test_sdk_client_in_auto_mode_negotiates_the_2026_07_28_era_through_connect_and_the_bridge() -> None:
     await check_through_the_bridge("auto", "2026-07-28")
+
+
+async def test_in_auto_mode_a_legacy_and_a_modern_sdk_client_are_served_at_once_by_the_sdk_server() -> None:
+    # The SDK server fixes its era per process on the first request, so one shared child could
+    # serve only one era: in auto mode the legacy client (it opens with initialize) gets a child of
+    # its own and the modern one the shared child, and both work side by side.
+    with trio.fail_after(TEST_TIMEOUT):
+        with short_socket_path() as sock:
+            daemon = [PYTHON, "-m", "bridge", "--child", "auto", "--listen", f"unix:{sock}", "--",
+                      PYTHON, SDK_SERVER]
+            connect = [PYTHON, "-m", "bridge", "connect", f"unix:{sock}"]
+            async with running_daemon(daemon, f"listening on unix:{sock}".encode()):
+                async with sdk_client(connect, "legacy") as legacy, \
+                        sdk_client(connect, "2026-07-28") as modern:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(check_tools, legacy, "2025-11-25")
+                        nursery.start_soon(check_tools, modern, "2026-07-28")

@@ -346,3 +346,24 @@ async def test_a_modern_only_child_serves_modern_clients_and_refuses_legacy_ones
             refused = await legacy.receive()
     assert refused["error"]["code"] == -32022
     assert refused["error"]["data"]["supported"] == ["2026-07-28"]
+
+
+async def test_in_auto_mode_legacy_clients_get_their_own_child_and_modern_clients_share_one(sock_dir):
+    modern_meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {}}
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
+                                  child_mode="auto") as daemon:
+            assert daemon.mode == "shared"
+            modern = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
+            for number, client in enumerate(modern):
+                await client.send(request(1, "tools/call", {
+                    "name": "echo", "arguments": {"text": str(number)}, "_meta": modern_meta}))
+                assert result_text(await client.receive()) == str(number)
+            legacy = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
+            for client in legacy:
+                await client.send(initialize(0, "2025-06-18"))
+                assert "result" in await client.receive()
+                assert await stats(client, 1) == {"initialize": 1, "cancelled": []}  # its own
+            assert await stats(modern[0], 2) == {"initialize": 0, "cancelled": []}  # shared
+            assert daemon.statistics().children == 3  # the shared one and two of their own
