@@ -293,12 +293,15 @@ def _kill(pid: int) -> None:
 def make_target(name: str) -> DirectTarget | RelayTarget:
     if name == "direct":
         return DirectTarget()
+    # Each bridge row names its child mode: one child per session, as socat's fork+EXEC, except
+    # where the row is about sharing one.
+    per_connection = ("--child", "per-connection")
     if name == "bridge-prespawn":
-        return RelayTarget(name, "unix", "bridge", ("--prespawn", str(PRESPAWN)))
+        return RelayTarget(name, "unix", "bridge", (*per_connection, "--prespawn", str(PRESPAWN)))
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
     kind, transport = name.split("-")
-    return RelayTarget(name, transport, kind)
+    return RelayTarget(name, transport, kind, per_connection if kind == "bridge" else ())
 
 
 TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",

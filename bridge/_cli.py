@@ -37,8 +37,10 @@ examples:
   mcp-bridge --listen unix:/tmp/mcp.sock --listen tcp:127.0.0.1:7300 -- python3 server.py
   mcp-bridge connect unix:/tmp/mcp.sock          # from any stdio MCP client
 
-Each connection gets its own child process. SIGTERM or SIGINT stops gracefully
-(in-flight requests finish within --drain-timeout); a second signal stops at once.
+--child auto (the default) asks the server its protocol era: legacy servers get one
+child per connection; modern ones one shared child for modern clients, while
+legacy clients get their own. SIGTERM or SIGINT stops gracefully (in-flight
+requests finish within --drain-timeout); a second signal stops at once.
 
 exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error, 69 cannot connect,
 75 the shared child kept crashing, 78 configuration error (bad address, socket in use,
@@ -119,8 +121,7 @@ def serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-bridge",
         usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]",
-        description="Launch a stdio MCP server and serve it on Unix sockets and TCP, "
-                    "one child process per connection.",
+        description="Launch a stdio MCP server and serve it on Unix sockets and TCP.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -136,10 +137,11 @@ def serve_parser() -> argparse.ArgumentParser:
                             "(repeatable; HOME, PATH, USER, LANG and a few more always are)")
     child.add_argument("--cwd", metavar="DIR", help="the child's working directory")
     child.add_argument("--child", choices=["per-connection", "shared", "auto"],
-                       default="per-connection",
-                       help="one child per connection (default), one shared by every client "
-                            "(supervised, restarted with backoff), or auto: probe the server "
-                            "with server/discover, shared if it is modern, per-connection if not")
+                       default="auto",
+                       help="one child per connection, one shared by every client (supervised, "
+                            "restarted with backoff), or auto (default): probe the server with "
+                            "server/discover; legacy: per-connection; modern or dual-era: "
+                            "modern clients share one child, legacy clients get their own")
     child.add_argument("--start", choices=["eager", "lazy"], default="eager",
                        help="shared and auto modes: start (and probe) the child before "
                             "accepting (eager, default) or on the first connection (lazy)")

@@ -237,7 +237,8 @@ class Daemon:
                      task_status: trio.TaskStatus[list[str]]) -> None:
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
-            if self.config.prespawn and self.mode == "per-connection":
+            if self.config.prespawn and (self.mode == "per-connection"
+                                         or self.config.child_mode == "auto"):
                 self._pool = ChildPool(self.config.child, self.config.limits,
                                        self.config.prespawn)
                 await connections.start(self._pool.run)

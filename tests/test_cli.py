@@ -336,7 +336,9 @@ async def test_a_stop_signal_exits_0_removes_the_socket_file_and_reaps_the_child
 ) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        async with spawned_bridge("--listen", f"unix:{sock}", "--", *example_server()) as bridge:
+        # Per-connection mode, so that the log names this connection's child.
+        async with spawned_bridge("--child", "per-connection", "--listen", f"unix:{sock}", "--",
+                                  *example_server()) as bridge:
             await bridge.stderr.wait_for(r"listening on unix:")
             client = await LineClient.open(f"unix:{sock}")
             try:
@@ -359,7 +361,8 @@ async def stop_twice_with_a_request_in_flight(sock: Path) -> tuple[int, list[dic
     SIGTERM) gets SIGTERM twice while a request is in flight; returns its exit code, the replies the
     client got before the connection ended, and the log. The child must be gone afterwards."""
     long = "60s"
-    async with spawned_bridge("--listen", f"unix:{sock}", "--drain-timeout", long,
+    async with spawned_bridge("--child", "per-connection", "--listen", f"unix:{sock}",
+                              "--drain-timeout", long,
                               "--stop-stdin-timeout", long, "--stop-term-timeout", long, "--",
                               *example_server("--ignore-stdin-eof", "--ignore-sigterm")) as bridge:
         await bridge.stderr.wait_for(r"listening on unix:")
@@ -403,7 +406,8 @@ async def test_a_second_stop_signal_still_answers_the_requests_in_flight_with_an
 async def test_logs_go_to_stderr_and_nothing_is_written_to_stdout(sock_dir: Path) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        async with spawned_bridge("--log-level", "debug", "--listen", f"unix:{sock}", "--",
+        async with spawned_bridge("--log-level", "debug", "--child", "per-connection",
+                                  "--listen", f"unix:{sock}", "--",
                                   *example_server("--stderr-flood", "5"),
                                   stdout=subprocess.PIPE) as bridge:
             assert bridge.process.stdout is not None
@@ -439,3 +443,17 @@ async def test_serving_stdio_puts_only_json_rpc_on_stdout_and_exits_0_on_stdin_e
     assert result_text(replies[2]) == "slept"
     stderr = result.stderr.decode()
     assert "listening on stdio:" in stderr and "example server: stderr line 2" in stderr
+
+
+async def test_the_default_child_mode_is_auto_and_the_choice_is_logged_with_its_reason(
+    sock_dir: Path,
+) -> None:
+    sock = sock_dir / "s.sock"
+    with trio.fail_after(TIMEOUT):
+        async with spawned_bridge("--listen", f"unix:{sock}", "--", *example_server()) as bridge:
+            line = await bridge.stderr.wait_for(r"child mode (\S+): (.*)")
+            assert line.group(1) == "shared"
+            assert "server/discover" in line.group(2)
+            await bridge.stderr.wait_for(r"listening on unix:")
+            bridge.process.send_signal(signal.SIGTERM)
+            assert await bridge.exit_code() == EXIT_OK
