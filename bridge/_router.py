@@ -186,6 +186,16 @@ class Router:
         """The client's requests in flight (original ids)."""
         return list(self._by_client.get(client, ()))
 
+    def take_client(self, client: ClientKey) -> list[RequestId]:
+        """Forget every request the client has in flight (they are being answered by the
+        bridge); return their original ids. The client stays attached."""
+        ids = self._by_client.get(client, {})
+        for wire in ids.values():
+            del self._pending[wire]
+        taken = list(ids)
+        ids.clear()
+        return taken
+
     def child_progress(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
         """``notifications/progress`` for the request whose token it carries, token restored."""
         params = message.get("params")

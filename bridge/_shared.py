@@ -130,6 +130,7 @@ class SharedChild:
     _ready: trio.Event = attrs.field(init=False, factory=trio.Event)
     _handshake: _Handshake = attrs.field(init=False, factory=_Handshake)
     _replayed: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _replay_reply: JSONObject | None = attrs.field(init=False, default=None)
     _child_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _done: trio.Event = attrs.field(init=False, factory=trio.Event)
     # (deadline, wire id) of requests at the child, in admission order (one timeout for all, so
@@ -247,8 +248,10 @@ class SharedChild:
             self._handshake.wire_id = None
 
     async def _replay_handshake(self, child: ChildProcess) -> bool:
-        """Send the cached initialize to a restarted child and wait for its result (bounded)."""
+        """Send the cached initialize to a restarted child and wait for its result (bounded);
+        False if it did not answer in time or answered with an error."""
         self._replayed = trio.Event()
+        self._replay_reply = None
         replay = {"jsonrpc": "2.0", "id": REPLAY_ID, "method": "initialize",
                   "params": self._handshake.params}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -257,8 +260,12 @@ class SharedChild:
                 nursery.start_soon(self._read_child, child)  # until the reply
                 await self._send_to_child([replay])
                 await self._replayed.wait()
-                await self._send_to_child([initialized])
                 nursery.cancel_scope.cancel()
+            if self._replay_reply is None or "error" in self._replay_reply:
+                logger.error("[%s] the restarted child refused the replayed handshake: %s",
+                             self.spec.name, self._replay_reply)
+                return False
+            await self._send_to_child([initialized])
             return True
         return False
 
@@ -316,6 +323,7 @@ class SharedChild:
         if message_kind is Kind.RESPONSE:
             request_id = message["id"]
             if request_id == REPLAY_ID:
+                self._replay_reply = message
                 self._replayed.set()
                 return
             if request_id is not None and request_id == self._handshake.wire_id:
@@ -456,9 +464,7 @@ class SharedChild:
 
     def fail_client(self, client_key: ClientKey, reason: str) -> None:
         """Answer a client's requests in flight with ``-32000``; later replies are dropped."""
-        for request_id in self._router.client_ids(client_key):
-            wire = self._router._by_client[client_key][request_id]  # noqa: SLF001
-            self._router.take(wire)
+        for request_id in self._router.take_client(client_key):
             self._deliver(client_key, error_response(request_id, CONNECTION_CLOSED,
                                                      "Connection closed", reason), 256)
 

@@ -332,6 +332,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--crash-once-file", metavar="PATH",
                         help="with --crash-after: crash only if PATH does not exist, creating it "
                              "(so the restarted process serves on)")
+    parser.add_argument("--modern-after-crash", action="store_true",
+                        help="with --crash-once-file: a process started after the crash serves "
+                             "only the 2026-07-28 era (refuses initialize)")
     parser.add_argument("--junk-every", type=int, metavar="N",
                         help="write a non-JSON line to stdout before every Nth reply")
     parser.add_argument("--stderr-flood", type=int, metavar="N", default=0,
@@ -351,6 +354,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(sys.argv[1:] if argv is None else argv)
+    if options.modern_after_crash and options.crash_once_file and \
+            os.path.exists(options.crash_once_file):
+        options.era = "modern"
     if options.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for number in range(options.stderr_flood):

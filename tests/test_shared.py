@@ -367,3 +367,21 @@ async def test_in_auto_mode_legacy_clients_get_their_own_child_and_modern_client
                 assert await stats(client, 1) == {"initialize": 1, "cancelled": []}  # its own
             assert await stats(modern[0], 2) == {"initialize": 0, "cancelled": []}  # shared
             assert daemon.statistics().children == 3  # the shared one and two of their own
+
+
+async def test_legacy_clients_are_told_and_disconnected_when_the_restarted_child_refuses_the_handshake(
+    sock_dir,
+):
+    crash_once = sock_dir / "crashed"
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, "--crash-after", "1", "--crash-once-file", str(crash_once),
+                                "--modern-after-crash", restart_policy=FAST_RESTARTS) as daemon:
+            client = await LineClient.open(daemon.addresses[0])
+            await client.send(initialize(0, "2025-06-18"))
+            assert "result" in await client.receive()
+            await client.send(call(1, "echo", text="crashes the child"))
+            # The new child serves only 2026-07-28: the replayed initialize is refused, so this
+            # legacy client cannot be carried over: it gets its error, then the connection ends.
+            replies = await client.receive_until_eof()
+            assert [reply["error"]["data"]["reason"] for reply in replies] == ["child-exited"]
+            assert daemon.statistics().connections == 0
