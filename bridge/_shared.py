@@ -462,11 +462,13 @@ class SharedChild:
                     client.changed = trio.Event()
                     await client.changed.wait()
 
-    def fail_client(self, client_key: ClientKey, reason: str) -> None:
-        """Answer a client's requests in flight with ``-32000``; later replies are dropped."""
+    def fail_client(self, client_key: ClientKey, reason: str,
+                    code: int = CONNECTION_CLOSED) -> None:
+        """Answer a client's requests in flight with ``code`` (``-32000`` unless the client itself
+        is at fault); later replies are dropped."""
         for request_id in self._router.take_client(client_key):
-            self._deliver(client_key, error_response(request_id, CONNECTION_CLOSED,
-                                                     "Connection closed", reason), 256)
+            self._deliver(client_key, error_response(request_id, code, "Connection closed",
+                                                     reason), 256)
 
     def fail_everyone(self, reason: str) -> None:
         """The immediate stop: every request in flight is answered now."""
@@ -515,7 +517,7 @@ class SharedChild:
     async def _flush_and_drop(self, client: _Client, error: ProtocolError) -> None:
         reason = "message-too-large" if isinstance(error, MessageTooLarge) else \
             "too-many-invalid-messages"
-        self.fail_client(client.key, reason)
+        self.fail_client(client.key, reason, INVALID_REQUEST)  # as the per-connection relay does
         with trio.move_on_after(self.limits.send_timeout):
             while client.outbox:
                 client.changed = trio.Event()
