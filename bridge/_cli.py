@@ -9,8 +9,9 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
+from typing import TypeVar
 
 import trio
 
@@ -24,6 +25,8 @@ from ._supervisor import CrashLoop, RestartPolicy
 from ._limits import Limits, parse_duration, parse_size
 
 logger = logging.getLogger("bridge")
+
+T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # a runtime failure (serve), or a lost connection (connect)
@@ -66,24 +69,24 @@ def _version() -> str:
         return "unknown"
 
 
-def _size(field: str):  # type: ignore[no-untyped-def]
-    def convert(text: str) -> int:
+def _parsed_by(parse: Callable[..., T], field: str) -> Callable[[str], T]:
+    """An argparse ``type=`` that runs one of _limits' parsers and reports its error as usage."""
+
+    def convert(text: str) -> T:
         try:
-            return parse_size(text, field=field)
+            return parse(text, field=field)
         except ConfigError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return convert
 
 
-def _duration(field: str):  # type: ignore[no-untyped-def]
-    def convert(text: str) -> float:
-        try:
-            return parse_duration(text, field=field)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+def _size(field: str) -> Callable[[str], int]:
+    return _parsed_by(parse_size, field)
 
-    return convert
+
+def _duration(field: str) -> Callable[[str], float]:
+    return _parsed_by(parse_duration, field)
 
 
 def _positive(text: str) -> int:

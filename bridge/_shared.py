@@ -276,12 +276,9 @@ class SharedChild:
                 message = await channel.receive()
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 return
-            except MessageTooLarge as exc:
-                if not self._reply_too_large(exc):
-                    return  # unattributable: end this child's run, every request is answered
-                continue
             except ProtocolError as exc:
-                child.note_garbage(exc)
+                if not self._bad_child_line(child, exc):
+                    return
                 continue
             self._route(message, channel.last_message_bytes)
             while True:  # whatever else is buffered, without a trip through the scheduler
@@ -289,15 +286,21 @@ class SharedChild:
                     message = channel.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-                except MessageTooLarge as exc:
-                    if not self._reply_too_large(exc):
-                        return
-                    continue
                 except ProtocolError as exc:
-                    child.note_garbage(exc)
+                    if not self._bad_child_line(child, exc):
+                        return
                     continue
                 self._route(message, channel.last_message_bytes)
             await self._flush_child_requests()
+
+    def _bad_child_line(self, child: ChildProcess, error: ProtocolError) -> bool:
+        """Junk is counted and dropped; an over-long reply is answered for its request. False if
+        the child's output cannot be trusted any more: this child's run ends, and every request in
+        flight is answered."""
+        if isinstance(error, MessageTooLarge):
+            return self._reply_too_large(error)
+        child.note_garbage(error)
+        return True
 
     def _reply_too_large(self, error: MessageTooLarge) -> bool:
         if type(error.request_id) is not int:
