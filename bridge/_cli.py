@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import grp
 import logging
+import pwd
 import os
 import shutil
 import signal
@@ -163,6 +164,12 @@ def serve_parser() -> argparse.ArgumentParser:
                           help="permissions of Unix socket files (default: 0600)")
     security.add_argument("--socket-group", metavar="GROUP",
                           help="group of Unix socket files (name or id), e.g. with --socket-mode 0660")
+    security.add_argument("--allow-uid", action="append", default=[], metavar="UID",
+                          help="Unix sockets: serve only peers with this uid (name or id; "
+                               "repeatable; with --allow-gid, either admits)")
+    security.add_argument("--allow-gid", action="append", default=[], metavar="GID",
+                          help="Unix sockets: serve only peers with this primary gid (name or id; "
+                               "repeatable)")
     security.add_argument("--insecure-no-auth", action="store_true",
                           help="allow TCP listeners on non-loopback addresses without authentication")
     bounds = parser.add_argument_group("limits and timeouts")
@@ -209,13 +216,22 @@ def connect_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve_group(text: str) -> int:
+def _resolve_group(text: str, *, flag: str = "--socket-group") -> int:
     if text.isascii() and text.isdigit():
         return int(text)
     try:
         return grp.getgrnam(text).gr_gid
     except KeyError:
-        raise ConfigError(f"--socket-group: no group named {text!r}") from None
+        raise ConfigError(f"{flag}: no group named {text!r}") from None
+
+
+def _resolve_user(text: str) -> int:
+    if text.isascii() and text.isdigit():
+        return int(text)
+    try:
+        return pwd.getpwnam(text).pw_uid
+    except KeyError:
+        raise ConfigError(f"--allow-uid: no user named {text!r}") from None
 
 
 def _check_command(spec: ChildSpec) -> None:
@@ -264,8 +280,12 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         request_timeout=options.request_timeout,
     )
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
-    listen_options = ListenOptions(socket_mode=options.socket_mode, socket_group=group,
-                                   allow_non_loopback=options.insecure_no_auth)
+    listen_options = ListenOptions(
+        socket_mode=options.socket_mode, socket_group=group,
+        allow_non_loopback=options.insecure_no_auth,
+        allow_uids=frozenset(_resolve_user(text) for text in options.allow_uid),
+        allow_gids=frozenset(_resolve_group(text, flag="--allow-gid") for text in options.allow_gid),
+    )
     if options.prespawn and options.child == "shared":
         raise ConfigError("--prespawn keeps children for per-connection mode; with --child shared "
                           "there is one child, started before the listeners accept")

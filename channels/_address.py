@@ -41,12 +41,17 @@ class ListenOptions:
         socket_mode: permission bits of a Unix socket file.
         socket_group: group id given to a Unix socket file, or ``None`` for the process's group.
         allow_non_loopback: permit TCP binds beyond loopback (the operator's explicit opt-out).
+        allow_uids, allow_gids: Unix sockets: if either is given, only peers whose uid is in
+            ``allow_uids`` or whose gid is in ``allow_gids`` are served (``SO_PEERCRED``, checked at
+            accept, before any byte is read); others are disconnected and logged.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     socket_mode: int = DEFAULT_SOCKET_MODE
     socket_group: int | None = None
     allow_non_loopback: bool = False
+    allow_uids: frozenset[int] = frozenset()
+    allow_gids: frozenset[int] = frozenset()
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ Creating the socket file (``reliability-anchors.md`` §5.5, scenarios 29 and 30)
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import stat
@@ -38,6 +39,8 @@ from ._address import (
 )
 from ._channel import MessageChannel, PeerInfo
 from ._stream import StreamChannel
+
+logger = logging.getLogger("channels.unix")
 
 # sun_path is 108 bytes on Linux, including the terminating NUL (unix(7)).
 MAX_SOCKET_PATH_BYTES = 107
@@ -160,11 +163,24 @@ class UnixListener(MessageListener):
         return f"unix:{self._path}"
 
     async def accept(self) -> MessageChannel:
-        stream = await self._listener.accept()
-        credentials = peer_credentials(stream.socket)
-        pid, uid, gid = credentials if credentials else (None, None, None)
-        peer = PeerInfo("unix", self._path, pid=pid, uid=uid, gid=gid)
-        return StreamChannel(stream, max_message_bytes=self._options.max_message_bytes, peer=peer)
+        """The next peer the allowlist admits (see :class:`ListenOptions`); others are dropped
+        here, before a byte of theirs is read."""
+        while True:
+            stream = await self._listener.accept()
+            credentials = peer_credentials(stream.socket)
+            pid, uid, gid = credentials if credentials else (None, None, None)
+            peer = PeerInfo("unix", self._path, pid=pid, uid=uid, gid=gid)
+            if self._admits(uid, gid):
+                return StreamChannel(stream, max_message_bytes=self._options.max_message_bytes,
+                                     peer=peer)
+            logger.warning("%s: refused: peer not in --allow-uid/--allow-gid", peer)
+            await trio.aclose_forcefully(stream)
+
+    def _admits(self, uid: int | None, gid: int | None) -> bool:
+        options = self._options
+        if not options.allow_uids and not options.allow_gids:
+            return True
+        return uid in options.allow_uids or gid in options.allow_gids
 
     async def aclose(self) -> None:
         if not self._closed:
