@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,22 @@ def process_exists(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+async def poll(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds (callers bound it with fail_after); for states that have
+    no event to wait on, such as a counter kept by another task."""
+    while not condition():
+        await trio.sleep(0.01)
+
+
+async def reap(process: trio.Process) -> None:
+    """Wait for ``process`` (shielded: this runs on the way out) and close our ends of its pipes."""
+    with trio.CancelScope(shield=True):
+        await process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                await trio.aclose_forcefully(pipe)
 
 
 async def wait_until_gone(pid: int) -> None:

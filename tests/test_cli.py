@@ -30,6 +30,7 @@ from conftest import (
     call,
     example_server,
     process_exists,
+    reap,
     request,
     result_text,
     wait_until_gone,
@@ -129,11 +130,7 @@ async def spawned_bridge(*args: str, stdin: int = subprocess.DEVNULL,
                     if process.returncode is None:
                         os.killpg(process.pid, signal.SIGKILL)
     finally:
-        with trio.CancelScope(shield=True):
-            await process.wait()
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                if pipe is not None:
-                    await trio.aclose_forcefully(pipe)
+        await reap(process)
 
 
 # -- help and version -------------------------------------------------------------------------------

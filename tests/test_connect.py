@@ -28,6 +28,7 @@ from conftest import (
     bridge_process,
     call,
     example_server,
+    reap,
     request,
     result_text,
     running_bridge,
@@ -129,11 +130,7 @@ async def connect(address: str, *options: str) -> AsyncIterator[Connect]:
                 if process.returncode is None:
                     process.kill()
     finally:
-        with trio.CancelScope(shield=True):
-            await process.wait()
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                if pipe is not None:
-                    await trio.aclose_forcefully(pipe)
+        await reap(process)
 
 
 async def run_connect(*args: str) -> subprocess.CompletedProcess[bytes]:

@@ -18,6 +18,7 @@ from conftest import (
     bridge_process,
     call,
     example_server,
+    poll,
     process_exists,
     request,
     result_text,
@@ -46,13 +47,6 @@ def by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
         assert message["id"] not in replies, f"two replies for id {message['id']!r}"
         replies[message["id"]] = message
     return replies
-
-
-async def poll(condition) -> None:  # type: ignore[no-untyped-def]
-    """Wait until ``condition()`` holds (callers bound it with fail_after); for states that have
-    no event to wait on, such as a counter in another task."""
-    while not condition():
-        await trio.sleep(0.01)
 
 
 # -- 1. every request gets exactly one reply -------------------------------------------------------

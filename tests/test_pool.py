@@ -8,16 +8,17 @@ import signal
 
 import trio
 
-from conftest import LineClient, call, example_server, process_exists, result_text, running_bridge
+from conftest import (
+    LineClient,
+    call,
+    example_server,
+    poll,
+    process_exists,
+    result_text,
+    running_bridge,
+)
 
 TIMEOUT = 20
-
-
-async def poll(condition) -> None:  # type: ignore[no-untyped-def]
-    """Wait until ``condition()`` holds (bounded by the caller's fail_after): the pool's state
-    changes in another task, with no event to wait on."""
-    while not condition():
-        await trio.sleep(0.01)
 
 
 async def test_a_new_connection_is_served_by_a_prespawned_child_and_the_pool_refills(
