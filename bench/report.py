@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 CELL_ERROR_CHARS = 24  # an error is cut to this in a table cell; the full text is listed below
 NOTABLE_LINES_SHOWN = 5  # relay stderr lines that look like errors, shown for a row with errors
 
@@ -25,6 +27,13 @@ def _us(value) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+def _string_ids(result: dict) -> str:
+    if result["intact"]:
+        return "yes"
+    changed = [f"{sent!r} → {json.dumps(got)}" for sent, got in zip(result["sent"], result["returned"]) if sent != got]
+    return "no: " + ", ".join(changed)
+
+
 def _cell(results: dict, scenario: str, render) -> str:
     result = results.get(scenario)
     if result is None:
@@ -38,8 +47,8 @@ def _memory(render):
     return lambda r: "n/a (no relay)" if r["relay_memory"] is None else render(r["relay_memory"])
 
 
-def columns(counts) -> tuple[list, list]:
-    """(header, scenario key, renderer) for the speed table and the cost table."""
+def columns(counts) -> tuple[list, list, list]:
+    """(header, scenario key, renderer) for the speed, cost and behaviour tables."""
     clients = counts.clients
     speed = [
         ("seq p50 µs", "sequential", lambda r: f"{r['p50_us']:.0f}"),
@@ -66,7 +75,8 @@ def columns(counts) -> tuple[list, list]:
         (f"total RSS @{clients} MiB", "concurrent", lambda r: _mib(r["total_memory"]["rss_kb"])),
         ("servers counted", "concurrent", lambda r: str(r["total_memory"]["servers"])),
     ]
-    return speed, cost
+    behaviour = [("string ids intact", "string_ids", _string_ids)]
+    return speed, cost, behaviour
 
 
 def table(rows: list[dict], cols: list) -> str:
@@ -97,8 +107,8 @@ def problems(rows: list[dict]) -> list[str]:
 
 
 def render(rows: list[dict], counts, header: str) -> str:
-    speed, cost = columns(counts)
-    parts = [header, "", table(rows, speed), "", table(rows, cost)]
+    speed, cost, behaviour = columns(counts)
+    parts = [header, "", table(rows, speed), "", table(rows, cost), "", table(rows, behaviour)]
     notes = problems(rows)
     if notes:
         parts += ["", "Errors and notes:", *notes]

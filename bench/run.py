@@ -79,6 +79,7 @@ def scenario_list(counts: Counts, cores: int) -> list[tuple[str, object]]:
     """(key, function of target) in run order; concurrent runs before the large echoes so that the
     relay's memory @N clients is not inflated by 16 MiB buffers."""
     steps = [
+        ("string_ids", lambda t: scenarios.string_ids(t, counts)),
         ("setup", lambda t: scenarios.setup_time(t, counts)),
         ("spaced_setup", lambda t: scenarios.spaced_setup_time(t, counts)),
         ("sequential", lambda t: scenarios.sequential(t, counts)),

@@ -317,6 +317,34 @@ def concurrent(target, counts: Counts) -> dict:
     }
 
 
+# -- string request ids -----------------------------------------------------------------------
+# JSON-RPC ids may be strings, and a relay must return each exactly as it came. These two catch the
+# usual ways of getting that wrong: a colon (a relay that prefixes ids with a session tag and splits
+# them back on ':' cuts this one short) and digits only (a relay that parses ids as numbers returns
+# the number 42).
+STRING_IDS = ("abc:1", "42")
+
+
+def string_ids(target, counts: Counts) -> dict:
+    """Echo calls with string ids, one at a time; ``intact`` is whether every id came back as sent.
+
+    A changed id is a finding, not an error (the reply is still checked to be the call's: same
+    echoed text, and it is the only call in flight)."""
+    conn = open_session(target.connect)
+    returned = []
+    try:
+        for request_id in STRING_IDS:
+            text = f"string id {request_id}"
+            conn.send(echo_call(request_id, text))
+            got_id, got_text = parse_echo(conn.read_one())
+            if got_text != text:
+                raise mismatch(got_id, got_id, text, got_text)
+            returned.append(got_id)
+    finally:
+        conn.close()
+    return {"intact": returned == list(STRING_IDS), "sent": list(STRING_IDS), "returned": returned}
+
+
 # -- large messages ---------------------------------------------------------------------------
 def large_echo(target, counts: Counts, size: int) -> dict:
     """Echo a text of ``size`` bytes, ``large_repeats`` times on one session; median round trip."""
