@@ -24,9 +24,11 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 
 import procfs
+from channels import TestCertificates, tls_connect, ws_connect
 from wire import IDLE_TIMEOUT_S, BenchError, Conn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,6 +54,7 @@ PRESPAWN = 8
 LISTEN_BACKLOG = 128  # socat's default of 5 refuses the concurrent scenario's simultaneous connects
 BRIDGE_MAX_MESSAGE = "32MiB"  # room for the 16 MiB echo, both towards clients and towards the child
 READY_TIMEOUT_S = 20.0  # how long a relay may take to log that it listens
+READY_POLL_S = 0.05  # between connect probes, for a relay that does not log readiness on stderr
 STOP_TIMEOUT_S = 5.0  # how long a relay may take to exit after SIGTERM before it is killed
 LEFTOVER_GRACE_S = 2.0  # how long the relay's children may take to go after the relay exited
 STDERR_TAIL_LINES = 40  # relay stderr lines kept for error reports
@@ -136,18 +140,23 @@ class StderrLog:
 
 
 class RelayTarget:
-    """A relay process listening on a Unix socket or a loopback TCP port."""
+    """A relay process listening on a Unix socket or a loopback TCP port (plain, WebSocket or TLS)."""
 
     def __init__(self, name: str, transport: str, kind: str, extra: tuple[str, ...] = ()) -> None:
         self.name = name
-        self.transport = transport  # "unix" or "tcp"
+        self.transport = transport  # "unix", "tcp", "ws" or "tls"
         self.kind = kind  # "socat", "trio" or "bridge"
         self.extra = extra  # further bridge options
         self._tempdir = tempfile.mkdtemp(prefix="mcp-bench-")
         self.socket_path = os.path.join(self._tempdir, f"{kind}.sock")
-        self.port = _free_port() if kind == "socat" and transport == "tcp" else 0
+        # TLS rows: a throwaway CA and server certificate, deleted with the temporary directory
+        self.certificates = TestCertificates(self._tempdir) if transport == "tls" else None
+        # socat and supergateway take a fixed port on their command line (neither reports the port
+        # it got for 0); the bridge takes 0 and logs the port it got
+        self.port = _free_port() if (kind, transport) in (("socat", "tcp"), ("supergateway", "ws")) else 0
         self.command = self._command()
         self.address: str | tuple[str, int] | None = None
+        self.ws_path = "/"  # the WebSocket endpoint's path, for the ws rows
         self.proc: subprocess.Popen | None = None
         self._log: StderrLog | None = None
 
@@ -162,11 +171,17 @@ class RelayTarget:
         if self.kind == "trio":
             return [PYTHON, str(REPO / "bench" / "trio_relay.py"), self.socket_path, "--",
                     *SERVER_COMMAND]
-        listen = f"unix:{self.socket_path}" if self.transport == "unix" else f"tcp:{LOOPBACK}:0"
+        listen = {
+            "unix": f"unix:{self.socket_path}",
+            "tcp": f"tcp:{LOOPBACK}:0",
+            "ws": f"ws://{LOOPBACK}:0/",
+            "tls": f"tls:{LOOPBACK}:0",
+        }[self.transport]
+        tls = ("--tls-cert", self.certificates.cert_path, "--tls-key", self.certificates.key_path)
         return [
             PYTHON, "-m", "bridge", "--listen", listen,
             "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
-            *self.extra, "--", *SERVER_COMMAND,
+            *(tls if self.certificates else ()), *self.extra, "--", *SERVER_COMMAND,
         ]  # fmt: skip
 
     def _ready_pattern(self) -> re.Pattern:
@@ -174,7 +189,8 @@ class RelayTarget:
             return re.compile(r"listening on")
         if self.transport == "unix":
             return re.compile(re.escape(f"listening on unix:{self.socket_path}"))
-        return re.compile(rf"listening on tcp:{re.escape(LOOPBACK)}:(\d+)")
+        scheme = {"tcp": "tcp:", "ws": "ws://", "tls": "tls:"}[self.transport]
+        return re.compile(rf"listening on {re.escape(scheme + LOOPBACK)}:(\d+)")
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -199,6 +215,10 @@ class RelayTarget:
 
     # -- sessions -----------------------------------------------------------------------------
     def connect(self) -> Conn:
+        if self.transport == "ws":
+            return ws_connect(f"ws://{self.address[0]}:{self.address[1]}{self.ws_path}")
+        if self.transport == "tls":
+            return tls_connect(self.address, self.certificates.client_context)
         family = socket.AF_UNIX if self.transport == "unix" else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -267,6 +287,96 @@ class RelayTarget:
         return notes
 
 
+# -- supergateway ---------------------------------------------------------------------------
+NODE_PREFIX = REPO / "bench" / ".node"  # git-ignored; npm installs supergateway here, for the bench only
+SUPERGATEWAY_VERSION = "4.0.0"  # the release measured in bench/README.md; pinned so that runs compare
+SUPERGATEWAY_ENTRY = NODE_PREFIX / "node_modules" / "supergateway" / "dist" / "index.js"
+SUPERGATEWAY_WS_PATH = "/message"  # its --messagePath default, where stdio→WS serves the WebSocket
+NPM_TIMEOUT_S = 300.0  # a first install fetches ~150 packages; it took ~5 s here
+
+
+def _installed_supergateway_version() -> str | None:
+    try:
+        return json.loads((SUPERGATEWAY_ENTRY.parent.parent / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def ensure_supergateway() -> None:
+    """Install supergateway into bench/.node with npm unless that version is already there."""
+    if not SUPERGATEWAY_ENTRY.exists() or _installed_supergateway_version() != SUPERGATEWAY_VERSION:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BenchError("npm not found: supergateway cannot be installed (it needs Node.js and npm)")
+        print(f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}", file=sys.stderr, flush=True)
+        try:
+            result = subprocess.run(
+                [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
+                 f"supergateway@{SUPERGATEWAY_VERSION}"],
+                capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"npm install supergateway took over {NPM_TIMEOUT_S:g} s") from None
+        if result.returncode != 0 or not SUPERGATEWAY_ENTRY.exists():
+            last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise BenchError(f"npm install supergateway failed (status {result.returncode}): {last}")
+    if shutil.which("node") is None:
+        raise BenchError("node not found: supergateway needs Node.js")
+
+
+class SupergatewayTarget(RelayTarget):
+    """supergateway's stdio→WebSocket gateway: ONE example server for every WebSocket client.
+
+    It logs every message, each way, on stdout at its default log level: that output goes to
+    /dev/null (still written by supergateway, so still paid for by it, but never read by the
+    benchmark, whose client would otherwise pay too). Its one ready line is on stdout as well, so
+    readiness is a TCP connect to its port that succeeds. It exits when its stdin closes, so stdin
+    is a pipe that stays open until stop().
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "ws", "supergateway")
+        self.ws_path = SUPERGATEWAY_WS_PATH
+
+    def _command(self) -> list[str]:
+        return [shutil.which("node") or "node", str(SUPERGATEWAY_ENTRY), "--stdio", shlex.join(SERVER_COMMAND),
+                "--outputTransport", "ws", "--port", str(self.port)]  # fmt: skip
+
+    def start(self) -> None:
+        ensure_supergateway()
+        self.proc = subprocess.Popen(
+            self.command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        self._log = StderrLog(self.proc.stderr, re.compile(r"(?!)"))  # drains; readiness is below
+        self.address = (LOOPBACK, self.port)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _accepts(self.address):
+            if self.proc.poll() is not None:
+                raise BenchError(f"supergateway exited (status {self.proc.returncode}) before listening: "
+                                 f"{self._last_line()}")  # fmt: skip
+            if time.monotonic() > deadline:
+                raise BenchError(f"supergateway did not listen on port {self.port} within {READY_TIMEOUT_S:g} s")
+            time.sleep(READY_POLL_S)
+
+    def relay_pids(self) -> list[int]:
+        return [self.proc.pid]  # node, all its threads; not the shell and example server it spawns
+
+    def stop(self) -> list[str]:
+        if self.proc is not None and self.proc.stdin:
+            self.proc.stdin.close()
+        return super().stop()
+
+
+def _accepts(address: tuple[str, int]) -> bool:
+    """True when something accepts TCP connections at ``address``."""
+    try:
+        with socket.create_connection(address, timeout=READY_POLL_S * 4):
+            return True
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     """A loopback port that was free a moment ago (socat needs a fixed port on its command line)."""
     with socket.socket() as probe:
@@ -300,9 +410,11 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
         return RelayTarget(name, "unix", "bridge", (*per_connection, "--prespawn", str(PRESPAWN)))
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
+    if name == "supergateway-ws":
+        return SupergatewayTarget(name)
     kind, transport = name.split("-")
     return RelayTarget(name, transport, kind, per_connection if kind == "bridge" else ())
 
 
 TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",
-                "bridge-prespawn", "bridge-shared")
+                "bridge-prespawn", "bridge-shared", "bridge-ws", "bridge-tls", "supergateway-ws")
