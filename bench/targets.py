@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import procfs
-from channels import TestCertificates, tls_connect, ws_connect
+from ws_tls import TestCertificates, tls_connect, ws_connect
 from wire import IDLE_TIMEOUT_S, BenchError, Conn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -334,13 +334,15 @@ class SupergatewayTarget(RelayTarget):
     is a pipe that stays open until stop().
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, quiet: bool = False) -> None:
+        self.quiet = quiet  # --logLevel none: no per-message logging (and no log at all)
         super().__init__(name, "ws", "supergateway")
         self.ws_path = SUPERGATEWAY_WS_PATH
 
     def _command(self) -> list[str]:
         return [shutil.which("node") or "node", str(SUPERGATEWAY_ENTRY), "--stdio", shlex.join(SERVER_COMMAND),
-                "--outputTransport", "ws", "--port", str(self.port)]  # fmt: skip
+                "--outputTransport", "ws", "--port", str(self.port),
+                *(("--logLevel", "none") if self.quiet else ())]  # fmt: skip
 
     def start(self) -> None:
         ensure_supergateway()
@@ -410,11 +412,12 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
         return RelayTarget(name, "unix", "bridge", (*per_connection, "--prespawn", str(PRESPAWN)))
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
-    if name == "supergateway-ws":
-        return SupergatewayTarget(name)
+    if name.startswith("supergateway-ws"):
+        return SupergatewayTarget(name, quiet=name.endswith("-quiet"))
     kind, transport = name.split("-")
     return RelayTarget(name, transport, kind, per_connection if kind == "bridge" else ())
 
 
 TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",
-                "bridge-prespawn", "bridge-shared", "bridge-ws", "bridge-tls", "supergateway-ws")
+                "bridge-prespawn", "bridge-shared", "bridge-ws", "bridge-tls", "supergateway-ws",
+                "supergateway-ws-quiet")

@@ -176,7 +176,7 @@ class Conn:
             raise BenchError("connection closed by the other side")
         return self._split(data)
 
-    # The byte-level hooks a channel with framing or encryption of its own overrides (channels.py).
+    # The byte-level hooks a channel with framing or encryption of its own overrides (ws_tls.py).
     def _write(self, view: memoryview) -> int:
         """Write what the fd takes now; raise BlockingIOError when it takes nothing."""
         return os.write(self.write_fd, view)
