@@ -177,11 +177,12 @@ class RelayTarget:
             "ws": f"ws://{LOOPBACK}:0/",
             "tls": f"tls:{LOOPBACK}:0",
         }[self.transport]
-        tls = ("--tls-cert", self.certificates.cert_path, "--tls-key", self.certificates.key_path)
+        certificates = self.certificates
+        tls = ("--tls-cert", certificates.cert_path, "--tls-key", certificates.key_path) if certificates else ()
         return [
             PYTHON, "-m", "bridge", "--listen", listen,
             "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
-            *(tls if self.certificates else ()), *self.extra, "--", *SERVER_COMMAND,
+            *tls, *self.extra, "--", *SERVER_COMMAND,
         ]  # fmt: skip
 
     def _ready_pattern(self) -> re.Pattern:
