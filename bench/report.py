@@ -30,7 +30,8 @@ def _us(value) -> str:
 def _string_ids(result: dict) -> str:
     if result["intact"]:
         return "yes"
-    changed = [f"{sent!r} → {json.dumps(got)}" for sent, got in zip(result["sent"], result["returned"]) if sent != got]
+    pairs = zip(result["sent"], result["returned"])
+    changed = [f"{sent!r} → {json.dumps(got)}" for sent, got in pairs if sent != got]
     return "no: " + ", ".join(changed)
 
 

@@ -1,21 +1,32 @@
-"""mcp-bridge benchmark: the bridge against socat and against talking to the server directly.
+"""mcp-bridge benchmark: the bridge against socat, supergateway and talking to the server directly.
 
 Run from the repository root::
 
     python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
 
 Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
-but in ``bridge-shared``):
+but in ``bridge-shared`` and the supergateway rows):
 
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
 * ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
 * ``socat-tcp``    ``socat TCP-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128 EXEC:...``;
 * ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB --max-child-message 32MiB -- ...``;
-* ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log).
-* ``bridge-shared`` ``bridge-unix`` with ``--child shared``: one example server for every session.
+* ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log);
+* ``bridge-shared`` ``bridge-unix`` with ``--child shared``: one example server for every session;
+* ``bridge-prespawn`` ``bridge-unix`` with ``--prespawn 8``;
+* ``bridge-ws``    ``bridge-unix`` with ``--listen ws://127.0.0.1:0/`` (WebSocket, one text frame per message);
+* ``bridge-tls``   ``bridge-unix`` with ``--listen tls:127.0.0.1:0 --tls-cert CERT --tls-key KEY``
+  (certificates made for the run with trustme, in a temporary directory);
+* ``supergateway-ws`` supergateway's stdio→WebSocket mode (one example server for every session),
+  installed with npm into the git-ignored ``bench/.node`` when the row runs;
+  ``supergateway-ws-quiet`` the same with ``--logLevel none``.
+
+WebSocket and TLS sessions are driven like the others (one non-blocking socket, poll), see ws_tls.py.
 
 Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
 
+* string ids: two calls whose ids are strings (``"abc:1"``, ``"42"``); whether both come back as
+  sent (a finding reported as yes/no, not an error);
 * setup: connect (spawn, for direct) until the initialize result arrives, sessions one at a time;
 * spaced setup: the same with 100 ms between sessions (a warm pool has refilled by then);
 * sequential: small ``echo`` calls one at a time, after a warm-up; p50/p99 round trip;

@@ -1,4 +1,4 @@
-"""The eight things the benchmark talks to, behind one small interface.
+"""The things the benchmark talks to (``TARGET_NAMES``), behind one small interface.
 
 Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet initialized),
 ``relay_pids()`` (the processes whose own CPU and memory are charged to the relay), ``server_pids()``
@@ -18,7 +18,12 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
   result); the example server answers one request at a time, so all sessions queue at that child.
 * ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server.py``. The relay is the
   bridge process alone (all its threads), never its example-server children. Ready when its stderr
-  shows ``listening on unix:PATH`` / ``listening on tcp:127.0.0.1:PORT``; stopped with SIGTERM.
+  shows ``listening on unix:PATH`` / ``tcp:127.0.0.1:PORT`` / ``ws://127.0.0.1:PORT/`` /
+  ``tls:127.0.0.1:PORT``; stopped with SIGTERM. ``bridge-tls`` gets a throwaway CA and certificate
+  (ws_tls.TestCertificates) in the row's temporary directory, deleted when the row stops.
+* ``supergateway-ws``: supergateway's stdio→WebSocket gateway (ONE example server for all clients),
+  installed by :func:`ensure_supergateway` with npm into the git-ignored ``bench/.node``; the relay
+  is its node process. ``supergateway-ws-quiet`` adds ``--logLevel none``.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import collections
 import json
 import os
 import re
-import shutil
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,8 +44,8 @@ import time
 from pathlib import Path
 
 import procfs
-from ws_tls import TestCertificates, tls_connect, ws_connect
 from wire import IDLE_TIMEOUT_S, BenchError, Conn
+from ws_tls import TestCertificates, tls_connect, ws_connect
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable  # the venv's python, for the example server in every row and for the bridge
@@ -314,7 +319,7 @@ def ensure_supergateway() -> None:
             result = subprocess.run(
                 [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
                  f"supergateway@{SUPERGATEWAY_VERSION}"],
-                capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
+                check=False, capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise BenchError(f"npm install supergateway took over {NPM_TIMEOUT_S:g} s") from None

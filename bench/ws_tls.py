@@ -33,7 +33,6 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
-
 from wire import IDLE_TIMEOUT_S, READ_SIZE, BenchError, Conn
 
 WS_SUBPROTOCOL = Subprotocol("mcp")  # what an MCP-over-WebSocket client offers
