@@ -11,12 +11,27 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from importlib import metadata
 from typing import TypeVar
 
 import trio
 
-from channels import AddressError, ConnectOptions, ListenError, ListenOptions, address_schemes, parse_address
+from channels import (
+    AddressError,
+    ConnectOptions,
+    CredentialError,
+    ListenError,
+    ListenOptions,
+    TokenSet,
+    address_schemes,
+    client_token_from_env,
+    client_token_from_file,
+    parse_address,
+    tokens_from_credential,
+    tokens_from_env,
+    tokens_from_file,
+)
 
 from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
@@ -39,6 +54,9 @@ SERVE_EPILOG = """\
 examples:
   mcp-bridge --listen unix:/run/mcp.sock -- npx -y @modelcontextprotocol/server-everything
   mcp-bridge --listen unix:/tmp/mcp.sock --listen tcp:127.0.0.1:7300 -- python3 server.py
+  mcp-bridge --listen ws://127.0.0.1:7301/mcp -- python3 server.py
+  mcp-bridge --listen wss://0.0.0.0:7301/mcp --tls-cert cert.pem --tls-key key.pem \
+             --token-file /etc/mcp-bridge/tokens -- python3 server.py
   mcp-bridge connect unix:/tmp/mcp.sock          # from any stdio MCP client
 
 --child auto (the default) asks the server its protocol era: legacy servers get one
@@ -55,11 +73,15 @@ CONNECT_EPILOG = """\
 examples:
   mcp-bridge connect unix:/run/mcp.sock
   mcp-bridge connect tcp:127.0.0.1:7300
+  mcp-bridge connect wss://mcp.example:7301/mcp --token-file ~/.config/mcp/token
 
 stdin and stdout speak newline-delimited JSON-RPC, exactly like a stdio MCP server;
 logs go to stderr. EOF on stdin half-closes the connection, so replies still in
-flight arrive before it exits. exit codes: 0 done, 1 connection lost or closed by
-the bridge, 2 usage error, 69 cannot connect, 78 bad address.
+flight arrive before it exits (on TLS and WebSocket, which cannot half-close, it
+waits for the replies it still expects, then closes). A token is never taken on
+the command line, where other users could read it. exit codes: 0 done, 1 connection
+lost or closed by the bridge, 2 usage error, 69 cannot connect, 77 access denied
+(token, Origin or certificate refused), 78 bad address or option.
 """
 
 
@@ -125,7 +147,7 @@ def serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-bridge",
         usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]",
-        description="Launch a stdio MCP server and serve it on Unix sockets and TCP.",
+        description="Launch a stdio MCP server and serve it on Unix sockets, TCP, TLS and WebSocket.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -170,8 +192,30 @@ def serve_parser() -> argparse.ArgumentParser:
     security.add_argument("--allow-gid", action="append", default=[], metavar="GID",
                           help="Unix sockets: serve only peers with this primary gid (name or id; "
                                "repeatable)")
+    security.add_argument("--token-file", action="append", default=[], metavar="PATH",
+                          help="network listeners (tcp:, tls:, ws://, wss://) require a bearer "
+                               "token from this file (one per line; repeatable, so tokens can "
+                               "be rotated; the file must not be readable by others)")
+    security.add_argument("--token-env", action="append", default=[], metavar="NAME",
+                          help="... or from this environment variable (repeatable)")
+    security.add_argument("--token-credential", action="append", default=[], metavar="NAME",
+                          help="... or from this systemd credential (LoadCredential=NAME:...)")
+    security.add_argument("--tls-cert", metavar="PATH",
+                          help="certificate chain (PEM) for tls: and wss:// listeners")
+    security.add_argument("--tls-key", metavar="PATH", help="its private key (PEM)")
+    security.add_argument("--tls-client-ca", metavar="PATH",
+                          help="require TLS clients to present a certificate signed by these "
+                               "CAs (mTLS); that authenticates them")
+    security.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                          help="WebSocket: also accept this Origin, e.g. https://app.example "
+                               "(repeatable; loopback origins are accepted on loopback binds; "
+                               "requests without Origin always are)")
+    security.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                          help="WebSocket: also accept this Host name (repeatable; by default "
+                               "loopback names on loopback binds, any name elsewhere)")
     security.add_argument("--insecure-no-auth", action="store_true",
-                          help="allow TCP listeners on non-loopback addresses without authentication")
+                          help="allow network listeners on non-loopback addresses without "
+                               "authentication (tokens or client certificates)")
     bounds = parser.add_argument_group("limits and timeouts")
     bounds.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
                         default=limits.max_client_message,
@@ -193,6 +237,19 @@ def serve_parser() -> argparse.ArgumentParser:
         default = getattr(limits, attribute)
         bounds.add_argument(flag, dest=attribute, type=_duration(flag), default=default,
                             metavar="DURATION", help=f"how long {what} (default: {default:g}s)")
+    bounds.add_argument("--handshake-timeout", type=_duration("--handshake-timeout"),
+                        default=ListenOptions().handshake_timeout, metavar="DURATION",
+                        help="how long a client may take for its TLS handshake, WebSocket "
+                             "upgrade and authentication (default: "
+                             f"{ListenOptions().handshake_timeout:g}s)")
+    bounds.add_argument("--ping-interval", type=_duration("--ping-interval"),
+                        default=ListenOptions().ping_interval, metavar="DURATION",
+                        help=f"WebSocket keepalive ping period (default: "
+                             f"{ListenOptions().ping_interval:g}s)")
+    bounds.add_argument("--ping-timeout", type=_duration("--ping-timeout"),
+                        default=ListenOptions().ping_timeout, metavar="DURATION",
+                        help="close a WebSocket whose pong takes longer (default: "
+                             f"{ListenOptions().ping_timeout:g}s)")
     bounds.add_argument("--request-timeout", type=_duration("--request-timeout"), default=None,
                         metavar="DURATION",
                         help="answer a request still running after this with -32001 and cancel it "
@@ -212,6 +269,20 @@ def connect_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
                         default=ConnectOptions().max_message_bytes,
                         help="longest message accepted in either direction (default: 16MiB)")
+    credentials = parser.add_mutually_exclusive_group()
+    credentials.add_argument("--token-file", metavar="PATH",
+                             help="present the bearer token in this file (its first token)")
+    credentials.add_argument("--token-env", metavar="NAME",
+                             help="present the bearer token in this environment variable")
+    parser.add_argument("--tls-ca", metavar="PATH",
+                        help="tls: and wss://: trust these CAs (PEM) instead of the system's")
+    parser.add_argument("--tls-cert", metavar="PATH",
+                        help="tls: and wss://: present this client certificate (PEM; mTLS)")
+    parser.add_argument("--tls-key", metavar="PATH", help="the client certificate's key (PEM)")
+    parser.add_argument("--handshake-timeout", type=_duration("--handshake-timeout"),
+                        default=ConnectOptions().handshake_timeout, metavar="DURATION",
+                        help="how long connecting, TLS and the WebSocket upgrade may take "
+                             f"(default: {ConnectOptions().handshake_timeout:g}s)")
     _add_common(parser)
     return parser
 
@@ -242,6 +313,57 @@ def _check_command(spec: ChildSpec) -> None:
             raise ConfigError(f"command {command!r} is not an executable file")
     elif shutil.which(command, path=spec.environment(os.environ).get("PATH")) is None:
         raise ConfigError(f"command {command!r} not found in PATH")
+
+
+NETWORK_SCHEMES = frozenset({"tcp", "tls", "ws", "wss"})
+TLS_SCHEMES = frozenset({"tls", "wss"})
+WEB_SCHEMES = frozenset({"ws", "wss"})
+
+
+def _load_tokens(options: argparse.Namespace) -> TokenSet | None:
+    """Every token from --token-file, --token-env and --token-credential, or ``None``.
+
+    Raises:
+        ConfigError: a source cannot be used (the message names it, never a token).
+    """
+    loaders = ([partial(tokens_from_file, path) for path in options.token_file]
+               + [partial(tokens_from_env, name) for name in options.token_env]
+               + [partial(tokens_from_credential, name) for name in options.token_credential])
+    tokens: TokenSet | None = None
+    for load in loaders:
+        try:
+            loaded = load()
+        except CredentialError as exc:
+            raise ConfigError(f"bearer token: {exc}") from None
+        tokens = loaded if tokens is None else tokens | loaded
+    return tokens
+
+
+def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> None:
+    """Refuse security options that no listener would use: an operator who passes them believes
+    they protect something.
+
+    Raises:
+        ConfigError: naming the option and the listeners it needs.
+    """
+    if (options.token_file or options.token_env or options.token_credential) \
+            and not schemes & NETWORK_SCHEMES:
+        raise ConfigError("bearer tokens protect tcp:, tls:, ws:// and wss:// listeners, and "
+                          "there is none; Unix sockets rely on their file mode and --allow-uid")
+    tls_flags = [flag for flag, value in (("--tls-cert", options.tls_cert),
+                                          ("--tls-key", options.tls_key),
+                                          ("--tls-client-ca", options.tls_client_ca)) if value]
+    if tls_flags and not schemes & TLS_SCHEMES:
+        raise ConfigError(f"{tls_flags[0]} is for tls: and wss:// listeners, and there is none")
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together: pass both")
+    if schemes & TLS_SCHEMES and options.tls_cert is None:
+        raise ConfigError("tls: and wss:// listeners need a certificate: pass --tls-cert PATH "
+                          "and --tls-key PATH")
+    web_flags = [flag for flag, value in (("--allow-origin", options.allow_origin),
+                                          ("--allow-host", options.allow_host)) if value]
+    if web_flags and not schemes & WEB_SCHEMES:
+        raise ConfigError(f"{web_flags[0]} is for ws:// and wss:// listeners, and there is none")
 
 
 def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> ServeConfig:
@@ -285,7 +407,13 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         allow_non_loopback=options.insecure_no_auth,
         allow_uids=frozenset(_resolve_user(text) for text in options.allow_uid),
         allow_gids=frozenset(_resolve_group(text, flag="--allow-gid") for text in options.allow_gid),
+        tokens=_load_tokens(options),
+        tls_cert=options.tls_cert, tls_key=options.tls_key, tls_client_ca=options.tls_client_ca,
+        allow_origins=frozenset(options.allow_origin), allow_hosts=frozenset(options.allow_host),
+        handshake_timeout=options.handshake_timeout, ping_interval=options.ping_interval,
+        ping_timeout=options.ping_timeout,
     )
+    _check_security_options(options, {address.scheme for address in addresses})
     if options.prespawn and options.child == "shared":
         raise ConfigError("--prespawn keeps children for per-connection mode; with --child shared "
                           "there is one child, started before the listeners accept")
@@ -293,6 +421,28 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options,
                        prespawn=options.prespawn, child_mode=options.child, restart_policy=policy,
                        start=options.start)
+
+
+def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
+    """Turn ``connect``'s parsed options into :class:`ConnectOptions`.
+
+    Raises:
+        ConfigError: an unusable token source or certificate option.
+    """
+    try:
+        if options.token_file is not None:
+            token: str | None = client_token_from_file(options.token_file)
+        elif options.token_env is not None:
+            token = client_token_from_env(options.token_env)
+        else:
+            token = None
+    except CredentialError as exc:
+        raise ConfigError(f"bearer token: {exc}") from None
+    if options.tls_key is not None and options.tls_cert is None:
+        raise ConfigError("--tls-key needs --tls-cert")
+    return ConnectOptions(max_message_bytes=options.max_message, token=token,
+                          tls_ca=options.tls_ca, tls_cert=options.tls_cert,
+                          tls_key=options.tls_key, handshake_timeout=options.handshake_timeout)
 
 
 async def serve(config: ServeConfig) -> int:
@@ -333,10 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(options.log_level)
         try:
             address = parse_address(options.address)
-        except AddressError as exc:
+            connect_options = build_connect_options(options)
+        except (AddressError, ConfigError) as exc:
             logger.error("%s", exc)
             return EXIT_CONFIG
-        return trio.run(run_connect, address, ConnectOptions(max_message_bytes=options.max_message))
+        return trio.run(run_connect, address, connect_options)
     if args[:1] == ["serve"]:
         args = args[1:]
     command: list[str] = []

@@ -14,6 +14,8 @@ import attrs
 import trio
 
 from channels import (
+    UNAUTHORIZED,
+    AccessDenied,
     Address,
     ConnectError,
     ConnectOptions,
@@ -35,6 +37,13 @@ logger = logging.getLogger("bridge.connect")
 EXIT_OK = 0
 EXIT_LOST = 1  # the connection closed or broke while the local client still used it
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: could not connect
+EXIT_NOPERM = 77  # EX_NOPERM: the bridge refused our credentials (token, Origin, certificate)
+
+
+# After the local client's EOF on a channel that cannot half-close (TLS, WebSocket), how long the
+# replies it still awaits may take before the connection is closed anyway (the bridge's own
+# --half-close-timeout default).
+REPLY_GRACE = 30.0
 
 
 @attrs.define(eq=False)
@@ -44,6 +53,10 @@ class _Connection:
     local_done: bool = False
     exit_code: int = EXIT_OK
     _write_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    # Requests sent and not yet answered, for channels that cannot half-close: on the local EOF
+    # they are waited for, then the connection is closed.
+    _awaited: set[tuple[type, object]] = attrs.field(factory=set)
+    _all_answered: trio.Event = attrs.field(factory=trio.Event)
 
     def lost(self, exc: BaseException) -> None:
         if self.exit_code == EXIT_OK:
@@ -61,10 +74,7 @@ class _Connection:
                 items = await receive_batch(self.local, BATCH)
             except (trio.EndOfChannel, trio.BrokenResourceError):
                 self.local_done = True
-                try:
-                    await self.remote.send_eof()
-                except (trio.BrokenResourceError, trio.ClosedResourceError, NotImplementedError):
-                    pass
+                await self._finish()
                 return
             forward = [item for item in items if not isinstance(item, ProtocolError)]
             errors = [error_response(item.request_id, item.rpc_code, "Invalid message", item.reason,
@@ -73,18 +83,44 @@ class _Connection:
             if errors:
                 await self.write_local(errors)  # never sent on: the bridge would refuse it too
             if forward:
+                self._awaited.update((type(item["id"]), item["id"]) for item in forward
+                                     if "method" in item and "id" in item)
                 try:
                     await self.remote.send_many(forward)
                 except trio.BrokenResourceError as exc:
                     self.lost(exc)
                     return
 
+    async def _finish(self) -> None:
+        """The local client is done: half-close, or, where the channel cannot, wait for the
+        replies it still awaits and then close."""
+        try:
+            await self.remote.send_eof()
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        except NotImplementedError:
+            pass
+        with trio.move_on_after(REPLY_GRACE) as waited:
+            if self._awaited:
+                await self._all_answered.wait()
+        if waited.cancelled_caught:
+            logger.warning("%d replies did not arrive within %gs of the end of input",
+                           len(self._awaited), REPLY_GRACE)
+        await self.remote.aclose()
+
+    def _answered(self, message: JSONObject) -> None:
+        if "method" not in message and "id" in message:
+            self._awaited.discard((type(message["id"]), message["id"]))
+            if not self._awaited and self.local_done:
+                self._all_answered.set()
+
     async def downstream(self) -> None:
         """remote → stdout, until the remote end closes."""
         while True:
             try:
                 items = await receive_batch(self.remote, BATCH)
-            except trio.EndOfChannel:
+            except (trio.EndOfChannel, trio.ClosedResourceError):
                 if not self.local_done:
                     logger.error("connection closed by the bridge (%s)", self.remote.peer)
                     self.exit_code = EXIT_LOST
@@ -109,7 +145,13 @@ class _Connection:
                                                    limit=item.limit))
                 elif isinstance(item, ProtocolError):
                     logger.warning("dropped an invalid message from the bridge: %s", item)
+                elif _is_unauthorized(item):
+                    logger.error("access denied: the bridge refused our token (%s)",
+                                 item["error"].get("data", {}).get("detail", "no detail"))
+                    self.exit_code = EXIT_NOPERM
+                    return
                 else:
+                    self._answered(item)
                     messages.append(item)
             if messages:
                 try:
@@ -118,26 +160,33 @@ class _Connection:
                     return  # the local client closed its stdin side: it is done with us
 
 
+def _is_unauthorized(message: JSONObject) -> bool:
+    error = message.get("error")
+    return (message.get("id") is None and isinstance(error, dict)
+            and error.get("code") == UNAUTHORIZED)
+
+
 async def run_connect(address: Address, options: ConnectOptions) -> int:
     """Relay this process's stdio to ``address`` until either side is done; return the exit code."""
+    local = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
+                          peer=PeerInfo("stdio"))
     try:
-        remote = await address.connect(options)
+        async with address.connect(options) as remote:
+            connection = _Connection(local, remote)
+            async with trio.open_nursery() as nursery:
+
+                async def downstream_then_stop() -> None:
+                    await connection.downstream()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(connection.upstream)
+                nursery.start_soon(downstream_then_stop)
+            return connection.exit_code
+    except AccessDenied as exc:
+        logger.error("access denied: %s", exc)
+        return EXIT_NOPERM
     except ConnectError as exc:
         logger.error("cannot connect: %s", exc)
         return EXIT_UNAVAILABLE
-    local = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
-                          peer=PeerInfo("stdio"))
-    connection = _Connection(local, remote)
-    try:
-        async with trio.open_nursery() as nursery:
-
-            async def downstream_then_stop() -> None:
-                await connection.downstream()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(connection.upstream)
-            nursery.start_soon(downstream_then_stop)
     finally:
-        await trio.aclose_forcefully(remote)
         await trio.aclose_forcefully(local)
-    return connection.exit_code

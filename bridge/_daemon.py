@@ -26,6 +26,8 @@ import trio
 
 from channels import (
     Address,
+    HandshakeError,
+    Incoming,
     ListenOptions,
     MessageChannel,
     MessageListener,
@@ -33,7 +35,13 @@ from channels import (
 )
 
 from ._child import ChildProcess, ChildSpec, open_child
-from ._errors import CONNECTION_CLOSED, TOO_MANY_CONNECTIONS, ChildStartError, error_response
+from ._errors import (
+    CONNECTION_CLOSED,
+    TOO_MANY_CONNECTIONS,
+    ChildStartError,
+    close_reason,
+    error_response,
+)
 from ._limits import Limits
 from ._eras import Era, probe_era
 from ._peeked import PeekedChannel
@@ -93,6 +101,8 @@ class DaemonStatistics:
         connections: connections being served now.
         connections_total: connections accepted since start (refused ones included).
         connections_refused: connections refused (over the cap, or their child failed to start).
+        handshakes_failed: connections that failed their TLS handshake, WebSocket upgrade or
+            authentication (never counted in ``connections``).
         requests_in_flight: requests awaiting a reply, over all connections.
         children: child processes serving connections now.
         prespawned: children started and waiting for a connection (the warm pool).
@@ -102,6 +112,7 @@ class DaemonStatistics:
     connections: int
     connections_total: int
     connections_refused: int
+    handshakes_failed: int
     requests_in_flight: int
     children: int
     prespawned: int
@@ -134,6 +145,7 @@ class Daemon:
     _connections: int = attrs.field(init=False, default=0)
     _connections_total: int = attrs.field(init=False, default=0)
     _connections_refused: int = attrs.field(init=False, default=0)
+    _handshakes_failed: int = attrs.field(init=False, default=0)
     _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
 
     def statistics(self) -> DaemonStatistics:
@@ -141,6 +153,7 @@ class Daemon:
             connections=self._connections,
             connections_total=self._connections_total,
             connections_refused=self._connections_refused,
+            handshakes_failed=self._handshakes_failed,
             requests_in_flight=sum(relay.in_flight for relay in self._relays)
             + (self._shared.in_flight if self._shared is not None else 0),
             children=len(self._children)
@@ -273,47 +286,76 @@ class Daemon:
         self.addresses = [listener.address for listener in listeners]
         return listeners
 
-    async def _handle(self, client: MessageChannel) -> None:
-        """Serve one connection. ``serve_listeners`` closes ``client`` after this returns."""
+    async def _handle(self, incoming: Incoming) -> None:
+        """Serve one connection: its handshake (bounded, counted against the cap while it
+        runs), then the child. ``serve_listeners`` closes ``incoming`` after this returns."""
         self._connections_total += 1
         limits = self.config.limits
-        if self._connections >= limits.max_connections or self._stopping.is_set():
-            self._connections_refused += 1
-            logger.warning("%s: refused, %d connections already (--max-connections)",
-                           client.peer, self._connections)
-            await self._refuse(client, TOO_MANY_CONNECTIONS, "Too many connections",
-                               "too-many-connections", limit=limits.max_connections)
-            return
-        self._connections += 1
+        counted = self._connections < limits.max_connections and not self._stopping.is_set()
+        if counted:
+            self._connections += 1
+
+        def release() -> None:  # before the client sees its end, so statistics agree with it
+            nonlocal counted
+            if counted:
+                counted = False
+                self._connections -= 1
+
+        try:
+            async with incoming.establish() as client:
+                if not counted:
+                    await self._refuse_over_cap(client)
+                    return
+                try:
+                    ending = await self._serve_client(client)
+                finally:
+                    release()
+                await client.aclose_with(close_reason(ending))
+        except HandshakeError as exc:
+            self._handshakes_failed += 1
+            logger.warning("%s: refused: %s", incoming.peer, exc)
+        finally:
+            release()
+            if incoming.peer.transport == "stdio":
+                self.stop()  # the one stdio connection was the daemon's whole purpose
+
+    async def _refuse_over_cap(self, client: MessageChannel) -> None:
+        self._connections_refused += 1
+        limit = self.config.limits.max_connections
+        logger.warning("%s: refused, %d connections already (--max-connections)",
+                       client.peer, self._connections)
+        await self._refuse(client, TOO_MANY_CONNECTIONS, "Too many connections",
+                           "too-many-connections", limit=limit)
+        await client.aclose_with(close_reason("too-many-connections"))
+
+    async def _serve_client(self, client: MessageChannel) -> str:
+        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
         try:
             await self._ensure_started()
             if self._shared is not None and self.config.child_mode == "auto":
                 peeked = await self._peek_first_messages(client)
                 if peeked is None:
-                    return  # it left before saying anything
+                    return "client-closed"  # it left before saying anything
                 client, opens_with_initialize = peeked
                 if opens_with_initialize:
-                    await self._relay(client)
-                    return
+                    return await self._relay(client)
             if self._shared is not None:
                 logger.info("%s: connected to the shared child", client.peer)
                 ending = await self._shared.serve(client)
                 logger.info("%s: %s", client.peer, ending)
-            else:
-                await self._relay(client)
+                return ending
+            return await self._relay(client)
         except ChildStartError as exc:
             self._connections_refused += 1
             logger.error("%s: %s", client.peer, exc)
             await self._refuse(client, CONNECTION_CLOSED, "Connection closed", "child-start-failed",
                                detail=str(exc))
+            return "child-start-failed"
         except Exception:
             # A bug in the bridge must cost one connection, not the daemon; the child was stopped
             # by open_child on the way out.
             logger.exception("%s: internal error; connection closed", client.peer)
-        finally:
-            self._connections -= 1
-            if client.peer.transport == "stdio":
-                self.stop()  # the one stdio connection was the daemon's whole purpose
+            return "internal-error"
 
     async def _peek_first_messages(
         self, client: MessageChannel
@@ -352,7 +394,7 @@ class Daemon:
             await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
             lease.release()
 
-    async def _relay(self, client: MessageChannel) -> None:
+    async def _relay(self, client: MessageChannel) -> str:
         started: ChildProcess | None = None
         try:
             async with self._child_for_connection() as (child, origin):
@@ -368,11 +410,13 @@ class Daemon:
                 finally:
                     self._relays.discard(relay)
                 logger.info("%s: %s", client.peer, ending.description)
-                await trio.aclose_forcefully(client)  # the client sees its end before the child stops
+                # The client sees its end before the child stops.
+                await client.aclose_with(close_reason(ending.reason), ending.description)
         finally:
             if started is not None:  # stopped and reaped by now
                 self._children.discard(started)
                 self._garbage_of_stopped_children += started.garbage_lines
+        return ending.reason
 
     async def _refuse(self, client: MessageChannel, code: int, message: str, reason: str,
                       **data: object) -> None:

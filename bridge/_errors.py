@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import INVALID_REQUEST, PARSE_ERROR, JSONObject, MessageTooLarge, ProtocolError, RequestId
+from channels import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    UNAUTHORIZED,
+    CloseReason,
+    JSONObject,
+    MessageTooLarge,
+    ProtocolError,
+    RequestId,
+)
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -20,6 +29,8 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "TOO_MANY_CONNECTIONS",
     "TOO_MANY_REQUESTS",
+    "UNAUTHORIZED",
+    "close_reason",
     "BridgeError",
     "bad_input_reply",
     "ChildStartError",
@@ -32,6 +43,26 @@ REQUEST_TIMEOUT = -32001  # python-sdk REQUEST_TIMEOUT
 REPLY_TOO_LARGE = -31001  # the child's reply exceeded the child message limit and was dropped
 TOO_MANY_REQUESTS = -31002  # the connection already has the maximum number of requests in flight
 TOO_MANY_CONNECTIONS = -31003  # sent with id null just before closing a connection over the cap
+# UNAUTHORIZED = -31004 (channels._auth): a newline channel's first message carried no valid token
+
+# How a connection's ending (its data.reason tag) is told to a peer that understands close codes
+# (WebSocket); endings not listed close normally.
+_CLOSE_REASONS = {
+    "shutting-down": CloseReason.GOING_AWAY,
+    "child-exited": CloseReason.RESTART,
+    "handshake-replay-failed": CloseReason.RESTART,
+    "message-too-large": CloseReason.TOO_BIG,
+    "too-many-invalid-messages": CloseReason.POLICY,
+    "client-too-slow": CloseReason.POLICY,
+    "too-many-connections": CloseReason.TRY_AGAIN_LATER,
+    "child-start-failed": CloseReason.INTERNAL_ERROR,
+    "internal-error": CloseReason.INTERNAL_ERROR,
+}
+
+
+def close_reason(ending: str) -> CloseReason:
+    """The close reason for a connection that ended with ``data.reason`` tag ``ending``."""
+    return _CLOSE_REASONS.get(ending, CloseReason.NORMAL)
 
 
 def error_response(request_id: RequestId | None, code: int, message: str, reason: str,

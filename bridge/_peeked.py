@@ -8,7 +8,7 @@ from typing import final
 
 import trio
 
-from channels import JSONObject, MessageChannel, PeerInfo, ProtocolError
+from channels import CloseReason, JSONObject, MessageChannel, PeerInfo, ProtocolError
 
 
 @final
@@ -64,3 +64,7 @@ class PeekedChannel(MessageChannel):
     async def aclose(self) -> None:
         self._items.clear()
         await self._channel.aclose()
+
+    async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
+        self._items.clear()
+        await self._channel.aclose_with(reason, detail)

@@ -5,18 +5,30 @@ protocol eras. ``bridge`` imports it; it never imports ``bridge``.
 """
 
 from ._address import (
+    AccessDenied,
     Address,
     AddressError,
     ConnectError,
     ConnectOptions,
     ListenError,
     ListenOptions,
-    MessageListener,
     address_schemes,
     parse_address,
     register_address_kind,
 )
-from ._channel import MessageChannel, PeerInfo, receive_batch
+from ._auth import (
+    AUTHENTICATE_METHOD,
+    UNAUTHORIZED,
+    CredentialError,
+    TokenSet,
+    authenticate_message,
+    client_token_from_env,
+    client_token_from_file,
+    tokens_from_credential,
+    tokens_from_env,
+    tokens_from_file,
+)
+from ._channel import CloseReason, MessageChannel, PeerInfo, receive_batch
 from ._errors import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -27,20 +39,29 @@ from ._errors import (
     SendTimeout,
 )
 from ._framing import LineFramer, Oversized
+from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._stdio import StdioAddress, open_stdio_stream
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
 from ._tcp import TcpAddress
+from ._tls import TlsAddress
 from ._unix import UnixAddress
+from ._websocket import SecureWebSocketAddress, WebSocketAddress, WebSocketChannel
 
 __all__ = [
+    "AUTHENTICATE_METHOD",
+    "AccessDenied",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "INVALID_REQUEST",
     "PARSE_ERROR",
     "Address",
     "AddressError",
+    "CloseReason",
     "ConnectError",
     "ConnectOptions",
+    "CredentialError",
+    "HandshakeError",
+    "Incoming",
     "InvalidMessage",
     "JSONObject",
     "Kind",
@@ -56,11 +77,21 @@ __all__ = [
     "ProtocolError",
     "SendTimeout",
     "RequestId",
+    "SecureWebSocketAddress",
     "StdioAddress",
     "StreamChannel",
+    "StreamIncoming",
     "TcpAddress",
+    "TlsAddress",
+    "TokenSet",
+    "UNAUTHORIZED",
     "UnixAddress",
+    "WebSocketAddress",
+    "WebSocketChannel",
     "address_schemes",
+    "authenticate_message",
+    "client_token_from_env",
+    "client_token_from_file",
     "decode",
     "encode",
     "is_request_id",
@@ -68,6 +99,9 @@ __all__ = [
     "open_stdio_stream",
     "parse_address",
     "receive_batch",
+    "tokens_from_credential",
+    "tokens_from_env",
+    "tokens_from_file",
     "register_address_kind",
     "validate",
 ]

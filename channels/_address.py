@@ -1,6 +1,7 @@
 """Addresses: one parser, one registry, and each kind knows how to listen and connect.
 
-An address is text: ``unix:PATH``, ``tcp:HOST:PORT``, ``stdio:``. Its scheme (the part before the
+An address is text: ``unix:PATH``, ``tcp:HOST:PORT``, ``tls:HOST:PORT``, ``ws://HOST:PORT/PATH``,
+``wss://...``, ``stdio:``. Its scheme (the part before the
 first ``:``) picks the kind from the registry. Adding a channel kind is one :class:`Address` subclass
 and one :func:`register_address_kind` call.
 """
@@ -8,12 +9,14 @@ and one :func:`register_address_kind` call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
 from typing import ClassVar, Self
 
 import attrs
-import trio
 
+from ._auth import TokenSet
 from ._channel import MessageChannel
+from ._listener import MessageListener
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES
 
 # Unix socket files are created owner-only unless the operator widens them (DESIGN.md §5.7).
@@ -32,6 +35,19 @@ class ConnectError(Exception):
     """A connection could not be made; the message names the address and the cause."""
 
 
+class AccessDenied(ConnectError):
+    """The server refused this client: a wrong or missing token, a forbidden Origin or Host."""
+
+
+# The handshake deadline (TLS, WebSocket upgrade, authentication): a complete request may never
+# take that long (HAProxy `timeout http-request 5s`; websockets `open_timeout=10`).
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+# WebSocket keepalive: a ping every 20 s, and the connection is closed if its pong takes longer
+# than 20 s (the websockets library's ping_interval and ping_timeout).
+DEFAULT_PING_INTERVAL = 20.0
+DEFAULT_PING_TIMEOUT = 20.0
+
+
 @attrs.frozen
 class ListenOptions:
     """How to open listeners. Each kind reads the fields that concern it.
@@ -40,18 +56,42 @@ class ListenOptions:
         max_message_bytes: longest message accepted from a peer.
         socket_mode: permission bits of a Unix socket file.
         socket_group: group id given to a Unix socket file, or ``None`` for the process's group.
-        allow_non_loopback: permit TCP binds beyond loopback (the operator's explicit opt-out).
         allow_uids, allow_gids: Unix sockets: if either is given, only peers whose uid is in
             ``allow_uids`` or whose gid is in ``allow_gids`` are served (``SO_PEERCRED``, checked at
             accept, before any byte is read); others are disconnected and logged.
+        tokens: network channels (``tcp:``, ``tls:``, ``ws://``, ``wss://``): if set, every
+            client must present one of these bearer tokens (see :mod:`channels._auth`).
+        tls_cert, tls_key: PEM files of the certificate chain and private key, for ``tls:`` and
+            ``wss://`` listeners.
+        tls_client_ca: PEM file of the CAs whose client certificates are accepted; if set, TLS
+            clients must present one (mTLS), and that authenticates them.
+        allow_origins: WebSocket: ``Origin`` values accepted besides the defaults (loopback
+            origins on loopback binds); a request without ``Origin`` (not a browser) passes.
+        allow_hosts: WebSocket: ``Host`` names accepted; by default the loopback names on loopback
+            binds (DNS rebinding protection) and any name on other binds (which must
+            authenticate).
+        allow_non_loopback: permit binds beyond loopback without authentication (the operator's
+            explicit opt-out, ``--insecure-no-auth``).
+        handshake_timeout: seconds a client has for its TLS handshake, WebSocket upgrade and
+            authentication.
+        ping_interval, ping_timeout: WebSocket keepalive.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     socket_mode: int = DEFAULT_SOCKET_MODE
     socket_group: int | None = None
-    allow_non_loopback: bool = False
     allow_uids: frozenset[int] = frozenset()
     allow_gids: frozenset[int] = frozenset()
+    tokens: TokenSet | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    allow_origins: frozenset[str] = frozenset()
+    allow_hosts: frozenset[str] = frozenset()
+    allow_non_loopback: bool = False
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    ping_interval: float = DEFAULT_PING_INTERVAL
+    ping_timeout: float = DEFAULT_PING_TIMEOUT
 
 
 @attrs.frozen
@@ -60,24 +100,22 @@ class ConnectOptions:
 
     Attributes:
         max_message_bytes: longest message accepted from the peer.
+        token: the bearer token to present (never shown by ``repr``).
+        tls_ca: PEM file of the CAs to trust for ``tls:``/``wss://`` servers; ``None`` means the
+            system's trust store.
+        tls_cert, tls_key: a client certificate and its key, for servers that require one (mTLS).
+        handshake_timeout: seconds for connecting, the TLS handshake and the WebSocket upgrade.
+        ping_interval, ping_timeout: WebSocket keepalive.
     """
 
     max_message_bytes: int = 16 * 1024 * 1024
-
-
-class MessageListener(trio.abc.Listener[MessageChannel]):
-    """A listener whose ``accept()`` returns a :class:`MessageChannel`.
-
-    ``accept()`` may raise ``OSError`` with a capacity errno (``EMFILE``...): callers retry, as
-    ``trio.serve_listeners`` does. The listener owns its socket and closes it in ``aclose()``.
-    """
-
-    __slots__ = ()
-
-    @property
-    @abstractmethod
-    def address(self) -> str:
-        """The bound address as text, with the real port for ``tcp:HOST:0``."""
+    token: str | None = attrs.field(default=None, repr=False)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    ping_interval: float = DEFAULT_PING_INTERVAL
+    ping_timeout: float = DEFAULT_PING_TIMEOUT
 
 
 class Address(ABC):
@@ -103,8 +141,10 @@ class Address(ABC):
         """
 
     @abstractmethod
-    async def connect(self, options: ConnectOptions) -> MessageChannel:
-        """Connect; the caller owns the returned channel.
+    def connect(self, options: ConnectOptions) -> AbstractAsyncContextManager[MessageChannel]:
+        """Connect (and authenticate, with ``options.token``); the channel is closed when the
+        block ends. Some channels run background tasks (a WebSocket's reader), hence a context
+        manager rather than a bare channel.
 
         Raises:
             ConnectError: the connection could not be made.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from abc import abstractmethod
 from collections.abc import Sequence
 
@@ -12,15 +13,47 @@ from ._errors import ProtocolError
 from ._jsonrpc import JSONObject
 
 
+class CloseReason(enum.Enum):
+    """Why this side closes a channel (:meth:`MessageChannel.aclose_with`).
+
+    Channels with a way to say it pass it on (WebSocket close codes, RFC 6455 §7.4.1 and the IANA
+    registry); byte streams have none and just close. The value is the WebSocket close code.
+    """
+
+    NORMAL = 1000
+    """The conversation is over (the peer closed first, or ended its session)."""
+    GOING_AWAY = 1001
+    """The bridge is stopping."""
+    UNSUPPORTED_DATA = 1003
+    """The peer sent a kind of data this channel does not take (a binary WebSocket frame)."""
+    POLICY = 1008
+    """The peer broke a rule: too many invalid messages, did not read its replies in time."""
+    TOO_BIG = 1009
+    """The peer sent a message over the size limit."""
+    INTERNAL_ERROR = 1011
+    """Something failed on this side; not the peer's fault."""
+    RESTART = 1012
+    """The server behind the channel restarted (or exited) and this connection's session is
+    gone; reconnecting gets a fresh one."""
+    TRY_AGAIN_LATER = 1013
+    """Refused for now (too many connections)."""
+
+
 @attrs.frozen
 class PeerInfo:
     """Who is on the other end of a channel, for authorisation and logs.
 
     Attributes:
-        transport: the channel kind (``"unix"``, ``"tcp"``, ``"stdio"``, ``"pipe"``, ``"memory"``).
+        transport: the channel kind (``"unix"``, ``"tcp"``, ``"tls"``, ``"ws"``, ``"wss"``,
+            ``"stdio"``, ``"pipe"``, ``"memory"``).
         address: the peer's address as text (``"127.0.0.1:50122"``), or the socket path.
         pid, uid, gid: the peer process's credentials where the transport knows them (Unix sockets,
             from ``SO_PEERCRED``, read once at accept time).
+        certificate: the subject of the peer's verified TLS client certificate
+            (``"CN=alice,O=Example"``), with mTLS.
+        credential: which accepted credential the peer authenticated with (a token's label such
+            as ``"token file /etc/mcp/tokens line 2"``; never the token itself).
+        origin, user_agent: the ``Origin`` and ``User-Agent`` headers of a WebSocket upgrade.
     """
 
     transport: str
@@ -28,6 +61,10 @@ class PeerInfo:
     pid: int | None = None
     uid: int | None = None
     gid: int | None = None
+    certificate: str | None = None
+    credential: str | None = None
+    origin: str | None = None
+    user_agent: str | None = None
 
     def __str__(self) -> str:
         parts = [self.transport]
@@ -38,6 +75,9 @@ class PeerInfo:
             for name, value in (("pid", self.pid), ("uid", self.uid), ("gid", self.gid))
             if value is not None
         )
+        parts.extend(f"{name}={value!r}"
+                     for name, value in (("cert", self.certificate), ("origin", self.origin))
+                     if value is not None)
         return " ".join(parts)
 
 
@@ -90,6 +130,15 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
             Anything :meth:`receive` raises.
         """
         raise trio.WouldBlock
+
+    async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
+        """Close, telling the peer why where the transport can (a WebSocket close frame).
+
+        Like :meth:`aclose`: always closes, idempotent, bounded (a peer that does not answer a
+        closing handshake is cut off after a short wait). ``detail`` is a short human-readable
+        text for the peer (at most 123 bytes are sent on WebSocket).
+        """
+        await self.aclose()
 
     async def send_eof(self) -> None:
         """Close the sending direction only; the peer then sees ``EndOfChannel``.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Self, final
 
 import attrs
@@ -20,10 +22,10 @@ from ._address import (
     AddressError,
     ConnectOptions,
     ListenOptions,
-    MessageListener,
     register_address_kind,
 )
 from ._channel import MessageChannel, PeerInfo
+from ._listener import Incoming, MessageListener, StreamIncoming
 from ._stream import StreamChannel
 
 
@@ -88,13 +90,13 @@ class StdioListener(MessageListener):
     def address(self) -> str:
         return "stdio:"
 
-    async def accept(self) -> MessageChannel:
+    async def accept(self) -> Incoming:
         if self._accepted:
             await trio.sleep_forever()
         self._accepted = True
         await trio.lowlevel.checkpoint()
-        return StreamChannel(open_stdio_stream(), max_message_bytes=self._options.max_message_bytes,
-                             peer=PeerInfo("stdio"))
+        return StreamIncoming(open_stdio_stream(), PeerInfo("stdio"),
+                              self._options.max_message_bytes)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -120,7 +122,10 @@ class StdioAddress(Address):
         await trio.lowlevel.checkpoint()
         return [StdioListener(options)]
 
-    async def connect(self, options: ConnectOptions) -> MessageChannel:
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         await trio.lowlevel.checkpoint()
-        return StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
-                             peer=PeerInfo("stdio"))
+        channel = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
+                                peer=PeerInfo("stdio"))
+        async with channel:
+            yield channel

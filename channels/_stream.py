@@ -27,6 +27,9 @@ RECEIVE_SIZE = 65536
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
+# How long TLS's closing handshake (close_notify) may wait for a peer that does not read.
+CLOSE_TIMEOUT = 2.0
+
 # How much of a rejected line is kept on its ProtocolError for logs.
 LOG_EXCERPT_BYTES = 200
 
@@ -106,6 +109,11 @@ class StreamChannel(MessageChannel):
     @property
     def peer(self) -> PeerInfo:
         return self._peer
+
+    @peer.setter
+    def peer(self, peer: PeerInfo) -> None:
+        """Replaced once the handshake has learnt more (a token's label, a certificate)."""
+        self._peer = peer
 
     @property
     def stream(self) -> trio.abc.Stream:
@@ -228,4 +236,13 @@ class StreamChannel(MessageChannel):
     async def aclose(self) -> None:
         self._closed = True
         self._pending.clear()
-        await self._stream.aclose()
+        if self._sending or not isinstance(self._stream, trio.SSLStream):
+            # A send stuck mid-write cannot be followed by TLS's close_notify; plain streams
+            # close at once anyway.
+            await trio.aclose_forcefully(self._stream) if self._sending else await self._stream.aclose()
+            return
+        # TLS says goodbye (close_notify) if the peer lets it, within CLOSE_TIMEOUT; a cancelled
+        # SSLStream.aclose still closes the transport.
+        with trio.move_on_after(CLOSE_TIMEOUT) as scope:
+            scope.shield = True
+            await self._stream.aclose()

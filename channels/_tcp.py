@@ -1,8 +1,9 @@
-"""TCP channels. Listeners bind loopback unless the operator explicitly asks for more.
+"""TCP channels, and what every network listener shares: the loopback rule, TCP listeners.
 
-The MCP transports text says local servers SHOULD bind only to localhost; until authentication exists
-on TCP, binding any other address is refused unless :attr:`ListenOptions.allow_non_loopback` is set
-(``--insecure-no-auth``), and then a warning is logged for every listener opened.
+The MCP transports text says local servers SHOULD bind only to localhost. Binding any other address
+is refused unless clients must authenticate (bearer tokens, or TLS client certificates) or the
+operator opted out (:attr:`ListenOptions.allow_non_loopback`, ``--insecure-no-auth``), and then a
+warning is logged for every listener opened.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Self, final
 
 import attrs
@@ -22,10 +26,11 @@ from ._address import (
     ConnectOptions,
     ListenError,
     ListenOptions,
-    MessageListener,
     register_address_kind,
 )
+from ._auth import authenticate_message
 from ._channel import MessageChannel, PeerInfo
+from ._listener import Incoming, MessageListener, StreamIncoming
 from ._stream import StreamChannel
 
 logger = logging.getLogger("channels.tcp")
@@ -36,13 +41,13 @@ def format_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def split_host_port(text: str, *, form: str) -> tuple[str, int]:
+def split_host_port(host_port: str, *, text: str, form: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` or ``[V6]:PORT``.
 
     Raises:
-        AddressError: naming ``form``, the expected shape.
+        AddressError: quoting ``text`` (the whole address) and naming ``form``, the expected shape.
     """
-    host, colon, port_text = text.rpartition(":")
+    host, colon, port_text = host_port.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     # isdigit() alone admits "²" and other digits int() rejects.
@@ -52,7 +57,8 @@ def split_host_port(text: str, *, form: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-async def _is_loopback(host: str) -> bool:
+async def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -64,28 +70,109 @@ async def _is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
+async def check_exposure(address: object, host: str, options: ListenOptions, *,
+                         encrypted: bool) -> bool:
+    """Apply the loopback rule to a network listener; return whether ``host`` is loopback.
+
+    Beyond loopback, a listener must authenticate its clients (tokens, or TLS client
+    certificates) unless the operator opted out with ``allow_non_loopback``. Tokens over an
+    unencrypted channel are allowed but warned about: they cross the network in clear text.
+
+    Raises:
+        ListenError: not loopback, no authentication and no opt-out; names the flags to use.
+    """
+    if await is_loopback(host):
+        return True
+    mtls = encrypted and options.tls_client_ca is not None
+    if options.tokens is None and not mtls:
+        if not options.allow_non_loopback:
+            raise ListenError(
+                f"{address}: {host} is not a loopback address and no authentication is "
+                "configured; require a bearer token (--token-file or --token-env)"
+                + (" or client certificates (--tls-client-ca)" if encrypted else "")
+                + ", bind 127.0.0.1, or pass --insecure-no-auth to expose the server anyway")
+        logger.warning("%s: listening beyond loopback without authentication "
+                       "(--insecure-no-auth): anyone who can reach it can use the server", address)
+    elif options.tokens is not None and not encrypted:
+        logger.warning("%s: bearer tokens will cross the network in clear text; "
+                       "use tls: or wss:// to protect them", address)
+    return False
+
+
 @final
 class TcpListener(MessageListener):
-    """Accepts TCP connections as :class:`StreamChannel`; owns its socket."""
+    """Accepts TCP connections (TLS ones, with an ``ssl_context``) as :class:`StreamIncoming`;
+    owns its socket.
 
-    def __init__(self, listener: trio.SocketListener, options: ListenOptions) -> None:
+    Args:
+        listener: the bound socket listener, owned from now on.
+        options: the channels' limits and authentication.
+        ssl_context: wrap every connection in TLS (``tls:``); the handshake happens in
+            :meth:`StreamIncoming.establish`, never in ``accept``.
+    """
+
+    def __init__(self, listener: trio.SocketListener, options: ListenOptions,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._listener = listener
         self._options = options
+        self._ssl_context = ssl_context
+        self._transport = "tcp" if ssl_context is None else "tls"
         host, port = listener.socket.getsockname()[:2]
-        self._address = f"tcp:{format_host_port(host, port)}"
+        self._address = f"{self._transport}:{format_host_port(host, port)}"
 
     @property
     def address(self) -> str:
         return self._address
 
-    async def accept(self) -> MessageChannel:
+    async def accept(self) -> Incoming:
         stream = await self._listener.accept()
         host, port = stream.socket.getpeername()[:2]
-        peer = PeerInfo("tcp", format_host_port(host, port))
-        return StreamChannel(stream, max_message_bytes=self._options.max_message_bytes, peer=peer)
+        peer = PeerInfo(self._transport, format_host_port(host, port))
+        wrapped: trio.abc.Stream = stream
+        if self._ssl_context is not None:
+            wrapped = trio.SSLStream(stream, self._ssl_context, server_side=True)
+        return StreamIncoming(wrapped, peer, self._options.max_message_bytes,
+                              tokens=self._options.tokens,
+                              handshake_timeout=self._options.handshake_timeout)
 
     async def aclose(self) -> None:
         await self._listener.aclose()
+
+
+async def open_tcp_listeners(address: object, host: str, port: int) -> list[trio.SocketListener]:
+    """``trio.open_tcp_listeners`` with errors as :class:`ListenError`."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenError(f"{address}: {exc.strerror or exc}") from exc
+
+
+async def open_tcp_stream(address: object, host: str, port: int, timeout: float) -> trio.SocketStream:
+    """``trio.open_tcp_stream`` within ``timeout``, with errors as :class:`ConnectError`."""
+    try:
+        with trio.fail_after(timeout):
+            return await trio.open_tcp_stream(host, port)
+    except trio.TooSlowError:
+        raise ConnectError(f"{address}: no connection within {timeout:g}s") from None
+    except OSError as exc:
+        raise ConnectError(f"{address}: {exc.strerror or exc}") from exc
+
+
+@asynccontextmanager
+async def stream_channel(stream: trio.abc.Stream, peer: PeerInfo,
+                         options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+    """A client's channel over a connected stream: presents ``options.token`` first if set, and
+    closes the stream when the block ends."""
+    channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes, peer=peer)
+    try:
+        if options.token is not None:
+            try:
+                await channel.send(authenticate_message(options.token))
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectError(f"{peer}: connection lost while authenticating") from exc
+        yield channel
+    finally:
+        await trio.aclose_forcefully(channel)
 
 
 @register_address_kind
@@ -99,36 +186,21 @@ class TcpAddress(Address):
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        try:
-            host, port = split_host_port(text.removeprefix("tcp:"),
-                                         form="tcp:HOST:PORT, for example tcp:127.0.0.1:7300")
-        except AddressError:
-            raise AddressError(f"{text!r}: expected tcp:HOST:PORT, for example tcp:127.0.0.1:7300"
-                               ) from None
+        host, port = split_host_port(text.removeprefix("tcp:"), text=text,
+                                     form="tcp:HOST:PORT, for example tcp:127.0.0.1:7300")
         return cls(host, port)
 
     def __str__(self) -> str:
         return f"tcp:{format_host_port(self.host, self.port)}"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
-        if not await _is_loopback(self.host):
-            if not options.allow_non_loopback:
-                raise ListenError(
-                    f"{self}: {self.host} is not a loopback address and TCP has no authentication "
-                    "yet; bind 127.0.0.1, or pass --insecure-no-auth to expose the server anyway"
-                )
-            logger.warning("%s: listening beyond loopback without authentication "
-                           "(--insecure-no-auth): anyone who can reach it can use the server", self)
-        try:
-            listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-        except OSError as exc:
-            raise ListenError(f"{self}: {exc.strerror or exc}") from exc
-        return [TcpListener(listener, options) for listener in listeners]
+        await check_exposure(self, self.host, options, encrypted=False)
+        return [TcpListener(listener, options)
+                for listener in await open_tcp_listeners(self, self.host, self.port)]
 
-    async def connect(self, options: ConnectOptions) -> MessageChannel:
-        try:
-            stream = await trio.open_tcp_stream(self.host, self.port)
-        except OSError as exc:
-            raise ConnectError(f"{self}: {exc.strerror or exc}") from exc
-        return StreamChannel(stream, max_message_bytes=options.max_message_bytes,
-                             peer=PeerInfo("tcp", format_host_port(self.host, self.port)))
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        stream = await open_tcp_stream(self, self.host, self.port, options.handshake_timeout)
+        async with stream_channel(stream, PeerInfo("tcp", format_host_port(self.host, self.port)),
+                                  options) as channel:
+            yield channel

@@ -22,6 +22,8 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Self, final
 
 import attrs
@@ -34,10 +36,10 @@ from ._address import (
     ConnectOptions,
     ListenError,
     ListenOptions,
-    MessageListener,
     register_address_kind,
 )
 from ._channel import MessageChannel, PeerInfo
+from ._listener import Incoming, MessageListener, StreamIncoming
 from ._stream import StreamChannel
 
 logger = logging.getLogger("channels.unix")
@@ -162,17 +164,17 @@ class UnixListener(MessageListener):
     def address(self) -> str:
         return f"unix:{self._path}"
 
-    async def accept(self) -> MessageChannel:
+    async def accept(self) -> Incoming:
         """The next peer the allowlist admits (see :class:`ListenOptions`); others are dropped
-        here, before a byte of theirs is read."""
+        here, before a byte of theirs is read. Unix peers are not asked for tokens: the socket
+        file's permissions and the allowlist are their authentication."""
         while True:
             stream = await self._listener.accept()
             credentials = peer_credentials(stream.socket)
             pid, uid, gid = credentials if credentials else (None, None, None)
             peer = PeerInfo("unix", self._path, pid=pid, uid=uid, gid=gid)
             if self._admits(uid, gid):
-                return StreamChannel(stream, max_message_bytes=self._options.max_message_bytes,
-                                     peer=peer)
+                return StreamIncoming(stream, peer, self._options.max_message_bytes)
             logger.warning("%s: refused: peer not in --allow-uid/--allow-gid", peer)
             await trio.aclose_forcefully(stream)
 
@@ -217,10 +219,13 @@ class UnixAddress(Address):
         await trio.lowlevel.checkpoint()
         return [UnixListener(sock, self.path, created, options)]
 
-    async def connect(self, options: ConnectOptions) -> MessageChannel:
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         try:
             stream = await trio.open_unix_socket(self.path)
         except OSError as exc:
             raise ConnectError(f"{self}: {exc.strerror or exc}") from exc
-        return StreamChannel(stream, max_message_bytes=options.max_message_bytes,
-                             peer=PeerInfo("unix", self.path))
+        channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes,
+                                peer=PeerInfo("unix", self.path))
+        async with channel:
+            yield channel

@@ -60,6 +60,7 @@ async def check_message_channel(
     make_clogged_pair: PairMaker | None = None,
     max_message_bytes: int = DEFAULT_CHECK_MAX_MESSAGE_BYTES,
     half_closeable: bool = False,
+    oversized_closes: bool = False,
 ) -> None:
     """Check that a channel implementation keeps the :class:`~channels.MessageChannel` contract.
 
@@ -74,6 +75,9 @@ async def check_message_channel(
             blocked send. A pair over real sockets or pipes can pass ``make_pair`` again here.
         max_message_bytes: the receive limit passed to the makers; at least 1 KiB.
         half_closeable: whether ``send_eof()`` is supported; if so, half-close is checked too.
+        oversized_closes: a message over the limit ends the connection (the receiver raises
+            ``BrokenResourceError``, as a WebSocket closing with 1009 does) instead of being
+            skipped with :class:`~channels.MessageTooLarge`.
 
     Raises:
         AssertionError: the contract is broken; a note names the check.
@@ -99,9 +103,10 @@ async def check_message_channel(
         for check in one_way:
             async with _fresh_pair(check, make_pair, max_message_bytes, flipped) as (a, b):
                 await check(a, b)
-        async with _fresh_pair(_check_oversized_message_is_skipped, make_pair, max_message_bytes,
-                               flipped) as (a, b):
-            await _check_oversized_message_is_skipped(a, b, max_message_bytes)
+        oversized = (_check_oversized_message_closes if oversized_closes
+                     else _check_oversized_message_is_skipped)
+        async with _fresh_pair(oversized, make_pair, max_message_bytes, flipped) as (a, b):
+            await oversized(a, b, max_message_bytes)
         if make_clogged_pair is not None:
             for check in (_check_concurrent_sends_are_busy, _check_aclose_wakes_a_blocked_send,
                           _check_send_timeout_breaks_the_channel):
@@ -385,6 +390,22 @@ async def _check_oversized_message_is_skipped(
         with _assert_raises(MessageTooLarge):
             await b.receive()
         await _receive_expecting(b, [after])
+
+
+async def _check_oversized_message_closes(
+    a: MessageChannel, b: MessageChannel, max_message_bytes: int
+) -> None:
+    """A message of exactly the limit passes; one byte more breaks the receiver's channel, and
+    the sender's channel ends too."""
+    at_limit = _message_of_size(max_message_bytes, request_id=1)
+    over_limit = _message_of_size(max_message_bytes + 1, request_id=2)
+    await a.send(at_limit)
+    await _receive_expecting(b, [at_limit])
+    await a.send(over_limit)
+    with _assert_raises(trio.BrokenResourceError):
+        await b.receive()
+    with _assert_raises(trio.BrokenResourceError, trio.EndOfChannel):
+        await a.receive()
 
 
 def _message_of_size(size: int, *, request_id: int) -> JSONObject:

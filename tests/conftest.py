@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from bridge import ChildSpec, Daemon, Limits, ServeConfig
-from channels import ListenOptions, parse_address
+from channels import ConnectOptions, ListenOptions, MessageChannel, MessageListener, parse_address
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
@@ -117,6 +117,128 @@ class LineClient:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+# -- TLS material, made at test time (never a private key in the repository) --------------------
+
+@attrs.frozen
+class TlsFiles:
+    """PEM files from one trustme CA: a server certificate for 127.0.0.1, ::1 and localhost, a
+    client certificate for ``CN=alice``, and a second CA that signed nothing we trust."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+    other_ca: str
+    other_client_cert: str
+    other_client_key: str
+
+    def listen_options(self, **more: Any) -> ListenOptions:
+        return ListenOptions(tls_cert=self.server_cert, tls_key=self.server_key, **more)
+
+    def connect_options(self, **more: Any) -> ConnectOptions:
+        return ConnectOptions(tls_ca=self.ca, **more)
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    import trustme
+
+    directory = tmp_path_factory.mktemp("tls")
+    ca, other = trustme.CA(), trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "::1", "localhost")
+    client = ca.issue_cert("alice@example.org", common_name="alice")
+    stranger = other.issue_cert("mallory@example.org", common_name="mallory")
+
+    def write(name: str, blob: Any) -> str:
+        path = directory / name
+        blob.write_to_path(str(path))
+        path.chmod(0o600)
+        return str(path)
+
+    return TlsFiles(
+        ca=write("ca.pem", ca.cert_pem),
+        server_cert=write("server.pem", server.cert_chain_pems[0]),
+        server_key=write("server.key", server.private_key_pem),
+        client_cert=write("client.pem", client.cert_chain_pems[0]),
+        client_key=write("client.key", client.private_key_pem),
+        other_ca=write("other-ca.pem", other.cert_pem),
+        other_client_cert=write("mallory.pem", stranger.cert_chain_pems[0]),
+        other_client_key=write("mallory.key", stranger.private_key_pem),
+    )
+
+
+# -- channels over real listeners ----------------------------------------------------------------
+
+@asynccontextmanager
+async def channel_pair(
+    listener: MessageListener, options: ConnectOptions | None = None, address: str | None = None
+) -> AsyncIterator[tuple[MessageChannel, MessageChannel]]:
+    """Connect to ``listener`` (at ``address``, by default its own) while it accepts and
+    establishes; yield ``(client, server)``, both closed on exit.
+
+    A failed handshake on either side raises out of the block (the server side's
+    ``HandshakeError``, the client side's ``ConnectError``).
+    """
+    send, receive = trio.open_memory_channel[MessageChannel](1)
+    done = trio.Event()
+
+    async def serve() -> None:
+        incoming = await listener.accept()
+        async with incoming:
+            async with incoming.establish() as channel:
+                await send.send(channel)
+                await done.wait()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve)
+        try:
+            async with parse_address(address or listener.address).connect(
+                    options or ConnectOptions()) as client:
+                server = await receive.receive()
+                yield client, server
+        finally:
+            done.set()
+
+
+@asynccontextmanager
+async def pair_maker(
+    address: str, listen_options: ListenOptions | None = None,
+    connect_options: ConnectOptions | None = None,
+) -> AsyncIterator[Callable[[int], Any]]:
+    """A conformance-suite pair maker over a real listener at ``address``: each call connects a
+    new ``(client, server)`` pair with that ``max_message_bytes`` on both sides; every pair and
+    listener is closed when the block ends."""
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def keep_pair(max_message_bytes: int,
+                            task_status: trio.TaskStatus[tuple[MessageChannel, MessageChannel]]
+                            ) -> None:
+            options = attrs.evolve(listen_options or ListenOptions(),
+                                   max_message_bytes=max_message_bytes)
+            listeners = await parse_address(address).listen(options)
+            try:
+                connect = attrs.evolve(connect_options or ConnectOptions(),
+                                       max_message_bytes=max_message_bytes)
+                async with channel_pair(listeners[0], connect) as pair:
+                    for listener in listeners:
+                        await listener.aclose()
+                    task_status.started(pair)
+                    await done.wait()
+            finally:
+                for listener in listeners:
+                    await trio.aclose_forcefully(listener)
+
+        async def make_pair(max_message_bytes: int) -> tuple[MessageChannel, MessageChannel]:
+            return await nursery.start(keep_pair, max_message_bytes)
+
+        try:
+            yield make_pair
+        finally:
+            done.set()
 
 
 # -- the bridge in this process -----------------------------------------------------------------

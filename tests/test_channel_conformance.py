@@ -25,6 +25,7 @@ from channels import (
     UnixAddress,
 )
 from channels.testing import PairMaker, check_message_channel
+from conftest import TlsFiles, pair_maker
 
 # The whole suite for one kind: about 45 checks, each with its own deadline inside.
 SUITE_TIMEOUT = 120
@@ -43,26 +44,6 @@ async def lockstep_pair(max_message_bytes: int) -> Pair:
     left, right = trio.testing.lockstep_stream_pair()
     return (StreamChannel(left, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
             StreamChannel(right, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")))
-
-
-async def listener_pair(address: UnixAddress | TcpAddress, max_message_bytes: int) -> Pair:
-    """Listen, connect, accept one connection, close the listener: (connected, accepted)."""
-    listeners = await address.listen(ListenOptions(max_message_bytes=max_message_bytes))
-    try:
-        listener = listeners[0]
-        connect_to = TcpAddress.parse(listener.address) if isinstance(address, TcpAddress) else address
-        async with trio.open_nursery() as nursery:
-            accepted: list[MessageChannel] = []
-
-            async def accept() -> None:
-                accepted.append(await listener.accept())
-
-            nursery.start_soon(accept)
-            connected = await connect_to.connect(ConnectOptions(max_message_bytes=max_message_bytes))
-        return connected, accepted[0]
-    finally:
-        for each in listeners:
-            await each.aclose()
 
 
 @asynccontextmanager
@@ -107,24 +88,41 @@ async def test_a_memory_stream_channel_keeps_the_channel_contract() -> None:
 
 
 async def test_a_unix_socket_channel_keeps_the_channel_contract(sock_dir: Path) -> None:
-    address = UnixAddress(str(sock_dir / "conformance.sock"))
-
-    async def make_pair(max_message_bytes: int) -> Pair:
-        return await listener_pair(address, max_message_bytes)
-
     with trio.fail_after(SUITE_TIMEOUT):
-        # Kernel socket buffers are bounded: the plain pair clogs when nobody reads.
-        await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)
+        async with pair_maker(f"unix:{sock_dir / 'conformance.sock'}") as make_pair:
+            # Kernel socket buffers are bounded: the plain pair clogs when nobody reads.
+            await check_message_channel(make_pair, make_clogged_pair=make_pair,
+                                        half_closeable=True)
 
 
 async def test_a_tcp_channel_keeps_the_channel_contract() -> None:
-    address = TcpAddress("127.0.0.1", 0)
-
-    async def make_pair(max_message_bytes: int) -> Pair:
-        return await listener_pair(address, max_message_bytes)
-
     with trio.fail_after(SUITE_TIMEOUT):
-        await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)
+        async with pair_maker("tcp:127.0.0.1:0") as make_pair:
+            await check_message_channel(make_pair, make_clogged_pair=make_pair,
+                                        half_closeable=True)
+
+
+async def test_a_tls_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> None:
+    with trio.fail_after(SUITE_TIMEOUT):
+        async with pair_maker("tls:127.0.0.1:0", tls_files.listen_options(),
+                              tls_files.connect_options()) as make_pair:
+            # TLS has no half-close (close_notify ends both directions).
+            await check_message_channel(make_pair, make_clogged_pair=make_pair)
+
+
+async def test_a_websocket_channel_keeps_the_channel_contract() -> None:
+    with trio.fail_after(SUITE_TIMEOUT):
+        async with pair_maker("ws://127.0.0.1:0/mcp") as make_pair:
+            await check_message_channel(make_pair, make_clogged_pair=make_pair,
+                                        oversized_closes=True)
+
+
+async def test_a_secure_websocket_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> None:
+    with trio.fail_after(SUITE_TIMEOUT):
+        async with pair_maker("wss://127.0.0.1:0/", tls_files.listen_options(),
+                              tls_files.connect_options()) as make_pair:
+            await check_message_channel(make_pair, make_clogged_pair=make_pair,
+                                        oversized_closes=True)
 
 
 async def test_a_channel_over_child_pipes_keeps_the_channel_contract() -> None:

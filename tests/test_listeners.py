@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from conftest import channel_pair
 from channels import (
     AddressError,
     ConnectOptions,
@@ -46,16 +47,9 @@ async def listening(address: str, options: ListenOptions | None = None
             await listener.aclose()
 
 
-async def connect_and_accept(listener: MessageListener) -> tuple[MessageChannel, MessageChannel]:
-    """A client connected to ``listener``, and the listener's side of it."""
-    client = await parse_address(listener.address).connect(ConnectOptions())
-    return client, await listener.accept()
-
-
 async def assert_serves(listener: MessageListener) -> None:
     """A client can connect and a message goes through."""
-    client, server = await connect_and_accept(listener)
-    async with client, server:
+    async with channel_pair(listener) as (client, server):
         await client.send(PING)
         assert await server.receive() == PING
 
@@ -117,8 +111,7 @@ async def test_a_live_socket_is_never_stolen(sock_dir: Path) -> None:
             assert os.lstat(path).st_ino == inode
             # The refusal probed the socket by connecting: the live server sees one empty
             # connection that is already closed, then serves as before.
-            probe = await first.accept()
-            async with probe:
+            async with await first.accept() as incoming, incoming.establish() as probe:
                 with pytest.raises(trio.EndOfChannel):
                     await probe.receive()
             await assert_serves(first)
@@ -232,8 +225,7 @@ async def test_accepted_unix_channels_carry_the_peers_credentials(sock_dir: Path
     path = sock_dir / "mcp.sock"
     with trio.fail_after(TIMEOUT):
         async with listening(f"unix:{path}") as listener:
-            client, server = await connect_and_accept(listener)
-            async with client, server:
+            async with channel_pair(listener) as (client, server):
                 peer = server.peer
                 assert peer.transport == "unix"
                 assert (peer.pid, peer.uid, peer.gid) == (os.getpid(), os.getuid(), os.getgid())
@@ -248,8 +240,7 @@ async def test_tcp_port_0_binds_loopback_and_reports_the_real_port() -> None:
             bound = parse_address(listener.address)
             assert isinstance(bound, TcpAddress)
             assert bound.host == "127.0.0.1" and bound.port != 0
-            client, server = await connect_and_accept(listener)
-            async with client, server:
+            async with channel_pair(listener) as (client, server):
                 assert server.peer.transport == "tcp"
                 assert server.peer.address and server.peer.address.startswith("127.0.0.1:")
                 await client.send(PING)

@@ -1,0 +1,199 @@
+"""Listening in two steps: accept quickly, then finish each connection's handshake in its own task.
+
+A listener's ``accept()`` only takes the connection off the socket and returns an
+:class:`Incoming`. Everything that needs the peer's cooperation (a TLS handshake, a WebSocket
+upgrade, authentication) happens in :meth:`Incoming.establish`, which the caller runs in the
+connection's own task, bounded by the listener's handshake timeout. So a client that stalls its
+handshake (slowloris) holds up only itself, and a failed handshake never reaches the listener.
+
+The usual way to serve, as with ``trio.serve_listeners``::
+
+    async def handler(incoming: Incoming) -> None:
+        try:
+            async with incoming.establish() as channel:
+                ...  # serve channel
+        except HandshakeError as exc:
+            log.warning("%s: refused: %s", incoming.peer, exc)
+
+    await trio.serve_listeners(handler, listeners)
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, final
+
+import attrs
+import trio
+
+from ._auth import UNAUTHORIZED, TokenSet, token_of_message
+from ._channel import MessageChannel, PeerInfo
+from ._errors import ProtocolError
+from ._stream import StreamChannel
+
+# How long the refusal of a failed authentication may take to reach the peer before the
+# connection is cut anyway (a peer that does not read must not hold the task).
+REFUSAL_SEND_TIMEOUT = 2.0
+
+
+class HandshakeError(Exception):
+    """A connection failed before it became a channel: TLS handshake, WebSocket upgrade,
+    authentication, or the handshake deadline. The peer has been told where the transport allows
+    (an HTTP status, a JSON-RPC error); the message says what happened, for the log."""
+
+
+class Incoming(trio.abc.AsyncResource):
+    """A connection a listener has accepted, before its handshake.
+
+    The owner either enters :meth:`establish` once or closes it with :meth:`aclose`
+    (``trio.serve_listeners`` closes it after the handler returns; closing twice is harmless).
+    """
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def peer(self) -> PeerInfo:
+        """What is known of the peer before the handshake (its address, Unix credentials)."""
+
+    @abstractmethod
+    def establish(self) -> AbstractAsyncContextManager[MessageChannel]:
+        """Finish the handshake and yield the channel; close the channel when the block ends.
+
+        Raises:
+            HandshakeError: the handshake failed or timed out (the connection is closed).
+        """
+
+
+class MessageListener(trio.abc.Listener[Incoming]):
+    """A listener whose ``accept()`` returns an :class:`Incoming` connection.
+
+    ``accept()`` may raise ``OSError`` with a capacity errno (``EMFILE``...): callers retry, as
+    ``trio.serve_listeners`` does. The listener owns its socket and closes it in ``aclose()``.
+    """
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """The bound address as text, with the real port for ``tcp:HOST:0``."""
+
+
+def certificate_subject(certificate: dict[str, Any] | None) -> str | None:
+    """``"CN=alice,O=Example"`` from ``SSLSocket.getpeercert()``'s dict, or ``None``."""
+    if not certificate:
+        return None
+    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+             "emailAddress": "emailAddress"}
+    return ",".join(f"{names.get(key, key)}={value}"
+                    for rdn in certificate.get("subject", ()) for key, value in rdn)
+
+
+async def tls_handshake(stream: trio.SSLStream[Any], peer: PeerInfo) -> PeerInfo:
+    """Run the TLS handshake; return ``peer`` with the client certificate's subject (mTLS).
+
+    Raises:
+        HandshakeError: the handshake failed (bad certificate, not TLS at all, peer left).
+    """
+    try:
+        await stream.do_handshake()
+    except trio.BrokenResourceError as exc:
+        cause = exc.__cause__
+        reason = (getattr(cause, "reason", None) or str(cause)) if cause else "connection lost"
+        raise HandshakeError(f"TLS handshake failed: {reason}") from None
+    return attrs.evolve(peer, certificate=certificate_subject(stream.getpeercert()))
+
+
+def unauthorized(request_id: object, detail: str) -> dict[str, Any]:
+    """The JSON-RPC error a newline channel gets when it does not authenticate."""
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": UNAUTHORIZED, "message": "Unauthorized",
+                      "data": {"reason": "unauthorized", "detail": detail}}}
+
+
+async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -> str:
+    """Read the connection's first message, a ``bridge/authenticate`` notification, and check its
+    token; return the matching token's label.
+
+    Raises:
+        HandshakeError: anything else came first, or the token is wrong; the peer was answered
+            with :data:`~channels._auth.UNAUTHORIZED` (by id, if it sent a request).
+    """
+    try:
+        first = await channel.receive()
+    except ProtocolError as exc:
+        first, problem = {}, f"first message was not valid JSON-RPC ({exc})"
+    except (trio.EndOfChannel, trio.BrokenResourceError) as exc:
+        raise HandshakeError("connection ended before it authenticated") from exc
+    else:
+        problem = ""
+    token = token_of_message(first)
+    label = tokens.match(token)
+    if label is not None:
+        return label
+    if not problem:
+        problem = ("wrong token" if token is not None
+                   else "first message was not a bridge/authenticate notification")
+    request_id = first.get("id") if "method" in first else None
+    with trio.move_on_after(REFUSAL_SEND_TIMEOUT):
+        try:
+            await channel.send(unauthorized(
+                request_id, "this listener requires a bearer token: send "
+                '{"jsonrpc":"2.0","method":"bridge/authenticate","params":{"token":"..."}} '
+                "as the first line (mcp-bridge connect --token-file does)"))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+    raise HandshakeError(f"authentication failed: {problem}")
+
+
+@final
+@attrs.define(eq=False)
+class StreamIncoming(Incoming):
+    """An accepted byte stream (Unix, TCP, TLS, stdio) that becomes a :class:`StreamChannel`.
+
+    Args:
+        stream: the connection, owned from now on. An ``SSLStream`` gets its TLS handshake in
+            :meth:`establish`.
+        initial_peer: what the listener knows of the peer.
+        max_message_bytes: the channel's line limit.
+        tokens: if set, the first line must be a ``bridge/authenticate`` notification carrying
+            one of these tokens.
+        handshake_timeout: seconds for the TLS handshake and the authentication together.
+    """
+
+    stream: trio.abc.Stream
+    initial_peer: PeerInfo
+    max_message_bytes: int
+    tokens: TokenSet | None = None
+    handshake_timeout: float = 10.0
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self.initial_peer
+
+    @asynccontextmanager
+    async def establish(self) -> AsyncIterator[MessageChannel]:
+        channel: StreamChannel | None = None
+        try:
+            with trio.move_on_after(self.handshake_timeout) as deadline:
+                peer = self.initial_peer
+                if isinstance(self.stream, trio.SSLStream):
+                    peer = await tls_handshake(self.stream, peer)
+                channel = StreamChannel(self.stream, max_message_bytes=self.max_message_bytes,
+                                        peer=peer)
+                if self.tokens is not None:
+                    label = await authenticate_first_message(channel, self.tokens)
+                    channel.peer = attrs.evolve(peer, credential=label)
+            if deadline.cancelled_caught:
+                raise HandshakeError(f"no handshake within {self.handshake_timeout:g}s")
+            assert channel is not None
+            yield channel
+        finally:
+            await trio.aclose_forcefully(channel if channel is not None else self.stream)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

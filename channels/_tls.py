@@ -1,0 +1,146 @@
+"""TLS: ``tls:HOST:PORT`` (newline framing over TLS), and the contexts ``wss://`` shares.
+
+Server side: a certificate chain and key (``--tls-cert``, ``--tls-key``); with a client CA
+(``--tls-client-ca``) every client must present a certificate that CA signed (mTLS), and its
+subject is on the channel's :attr:`~channels.PeerInfo.certificate`. Client side: the system trust
+store, or a CA file (``--tls-ca``), and optionally a client certificate.
+
+Both sides use :func:`ssl.create_default_context`'s choices (TLS 1.2 or newer, the library's
+cipher list, hostname checking on the client), so the settings follow the Python build's
+security policy rather than a list kept here.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Self
+
+import attrs
+import trio
+
+from ._address import (
+    Address,
+    ConnectError,
+    ConnectOptions,
+    ListenError,
+    ListenOptions,
+    register_address_kind,
+)
+from ._channel import MessageChannel, PeerInfo
+from ._listener import HandshakeError, MessageListener, tls_handshake
+from ._tcp import (
+    TcpListener,
+    check_exposure,
+    format_host_port,
+    open_tcp_listeners,
+    open_tcp_stream,
+    split_host_port,
+    stream_channel,
+)
+
+
+def server_context(address: object, options: ListenOptions) -> ssl.SSLContext:
+    """The server context for a ``tls:`` or ``wss://`` listener.
+
+    Raises:
+        ListenError: no certificate configured, or a file that cannot be loaded (named, with the
+            flag that set it).
+    """
+    if options.tls_cert is None or options.tls_key is None:
+        raise ListenError(f"{address}: a TLS listener needs a certificate and its key: "
+                          "pass --tls-cert PATH and --tls-key PATH")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(options.tls_cert, options.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ListenError(f"{address}: cannot load --tls-cert {options.tls_cert} with --tls-key "
+                          f"{options.tls_key}: {_describe(exc)}") from None
+    if options.tls_client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=options.tls_client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ListenError(f"{address}: cannot load --tls-client-ca {options.tls_client_ca}: "
+                              f"{_describe(exc)}") from None
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def client_context(address: object, options: ConnectOptions) -> ssl.SSLContext:
+    """The client context: ``options.tls_ca`` or the system store, and a client certificate.
+
+    Raises:
+        ConnectError: a file that cannot be loaded, named with its flag.
+    """
+    try:
+        context = ssl.create_default_context(cafile=options.tls_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConnectError(f"{address}: cannot load --tls-ca {options.tls_ca}: "
+                           f"{_describe(exc)}") from None
+    if options.tls_cert is not None:
+        try:
+            context.load_cert_chain(options.tls_cert, options.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConnectError(f"{address}: cannot load --tls-cert {options.tls_cert}: "
+                               f"{_describe(exc)}") from None
+    return context
+
+
+def _describe(exc: OSError | ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or str(exc)
+    return exc.strerror or str(exc)
+
+
+async def open_tls_client_stream(address: object, host: str, port: int,
+                                 options: ConnectOptions, *, https_compatible: bool = False
+                                 ) -> trio.SSLStream[trio.SocketStream]:
+    """Connect and run the TLS handshake within ``options.handshake_timeout``.
+
+    Raises:
+        ConnectError: no connection, or the handshake failed (an untrusted certificate...).
+    """
+    context = client_context(address, options)
+    tcp = await open_tcp_stream(address, host, port, options.handshake_timeout)
+    stream = trio.SSLStream(tcp, context, server_hostname=host, https_compatible=https_compatible)
+    try:
+        with trio.fail_after(options.handshake_timeout):
+            await tls_handshake(stream, PeerInfo("tls"))
+    except (HandshakeError, trio.TooSlowError) as exc:
+        await trio.aclose_forcefully(stream)
+        reason = str(exc) or f"no TLS handshake within {options.handshake_timeout:g}s"
+        raise ConnectError(f"{address}: {reason}") from None
+    return stream
+
+
+@register_address_kind
+@attrs.frozen
+class TlsAddress(Address):
+    """``tls:HOST:PORT``: newline-delimited JSON-RPC over TLS over TCP."""
+
+    scheme = "tls"
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        host, port = split_host_port(text.removeprefix("tls:"), text=text,
+                                     form="tls:HOST:PORT, for example tls:127.0.0.1:7300")
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        return f"tls:{format_host_port(self.host, self.port)}"
+
+    async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        context = server_context(self, options)
+        await check_exposure(self, self.host, options, encrypted=True)
+        return [TcpListener(listener, options, ssl_context=context)
+                for listener in await open_tcp_listeners(self, self.host, self.port)]
+
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        stream = await open_tls_client_stream(self, self.host, self.port, options)
+        async with stream_channel(stream, PeerInfo("tls", format_host_port(self.host, self.port)),
+                                  options) as channel:
+            yield channel
