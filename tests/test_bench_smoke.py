@@ -1,8 +1,8 @@
-"""The benchmark still runs: a quick pass over the baseline, trio and bridge rows.
+"""The benchmark still runs: a quick pass over the baseline, trio and bridge rows (ws:// and tls: too).
 
 No timing is asserted (performance is judged from the full benchmark, never in tests); what is
 checked is that every row completes, which means every reply was verified (id and content) and the
-bridge stopped cleanly on SIGTERM.
+bridge stopped cleanly on SIGTERM, and that every row returns string request ids exactly as sent.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import trio
 
 from conftest import REPO
 
-ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp,bridge-prespawn,bridge-shared"
+# Not the supergateway rows: they install supergateway from npm, a download a test must not need.
+ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp,bridge-prespawn,bridge-shared,bridge-ws,bridge-tls"
 
 
 async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
@@ -31,3 +32,4 @@ async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
     for row in document["rows"]:
         assert row["results"], row
         assert not any("error" in result for result in row["results"].values()), report
+        assert row["results"]["string_ids"]["intact"], row["results"]["string_ids"]
