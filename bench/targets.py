@@ -263,7 +263,8 @@ class RelayTarget:
     def stop(self) -> list[str]:
         """SIGTERM, then clean up; notes describe anything a well-behaved relay would not do."""
         notes: list[str] = []
-        if self.proc is None:
+        if self.proc is None:  # never started: only the temporary directory (and any key) to remove
+            shutil.rmtree(self._tempdir, ignore_errors=True)
             return notes
         family = procfs.descendants(self.proc.pid)
         status = self.proc.poll()
