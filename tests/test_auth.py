@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 from pathlib import Path
 
 import pytest
 import trio
 
-from bridge import Limits
 from channels import (
     UNAUTHORIZED,
     ConnectOptions,
