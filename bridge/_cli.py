@@ -401,6 +401,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         stop_term_timeout=options.stop_term_timeout,
         request_timeout=options.request_timeout,
     )
+    _check_security_options(options, {address.scheme for address in addresses})
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
     listen_options = ListenOptions(
         socket_mode=options.socket_mode, socket_group=group,
@@ -413,7 +414,6 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         handshake_timeout=options.handshake_timeout, ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,
     )
-    _check_security_options(options, {address.scheme for address in addresses})
     if options.prespawn and options.child == "shared":
         raise ConfigError("--prespawn keeps children for per-connection mode; with --child shared "
                           "there is one child, started before the listeners accept")

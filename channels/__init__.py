@@ -40,6 +40,7 @@ from ._errors import (
 )
 from ._framing import LineFramer, Oversized
 from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming
+from ._serve import connect, open_listeners, serve
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._stdio import StdioAddress, open_stdio_stream
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
@@ -92,10 +93,12 @@ __all__ = [
     "authenticate_message",
     "client_token_from_env",
     "client_token_from_file",
+    "connect",
     "decode",
     "encode",
     "is_request_id",
     "kind",
+    "open_listeners",
     "open_stdio_stream",
     "parse_address",
     "receive_batch",
@@ -103,5 +106,6 @@ __all__ = [
     "tokens_from_env",
     "tokens_from_file",
     "register_address_kind",
+    "serve",
     "validate",
 ]

@@ -76,7 +76,8 @@ class PeerInfo:
             if value is not None
         )
         parts.extend(f"{name}={value!r}"
-                     for name, value in (("cert", self.certificate), ("origin", self.origin))
+                     for name, value in (("cert", self.certificate), ("origin", self.origin),
+                                         ("auth", self.credential))
                      if value is not None)
         return " ".join(parts)
 

@@ -99,6 +99,20 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *,
     return False
 
 
+async def accept_tcp(listener: trio.SocketListener, transport: str,
+                     ssl_context: ssl.SSLContext | None, *, https_compatible: bool = False
+                     ) -> tuple[trio.abc.Stream, PeerInfo]:
+    """Accept one connection: the stream (TLS-wrapped, handshake not yet done, with an
+    ``ssl_context``) and what is known of the peer."""
+    stream = await listener.accept()
+    host, port = stream.socket.getpeername()[:2]
+    peer = PeerInfo(transport, format_host_port(host, port))
+    if ssl_context is None:
+        return stream, peer
+    return trio.SSLStream(stream, ssl_context, server_side=True,
+                          https_compatible=https_compatible), peer
+
+
 @final
 class TcpListener(MessageListener):
     """Accepts TCP connections (TLS ones, with an ``ssl_context``) as :class:`StreamIncoming`;
@@ -125,12 +139,7 @@ class TcpListener(MessageListener):
         return self._address
 
     async def accept(self) -> Incoming:
-        stream = await self._listener.accept()
-        host, port = stream.socket.getpeername()[:2]
-        peer = PeerInfo(self._transport, format_host_port(host, port))
-        wrapped: trio.abc.Stream = stream
-        if self._ssl_context is not None:
-            wrapped = trio.SSLStream(stream, self._ssl_context, server_side=True)
+        wrapped, peer = await accept_tcp(self._listener, self._transport, self._ssl_context)
         return StreamIncoming(wrapped, peer, self._options.max_message_bytes,
                               tokens=self._options.tokens,
                               handshake_timeout=self._options.handshake_timeout)
@@ -175,23 +184,31 @@ async def stream_channel(stream: trio.abc.Stream, peer: PeerInfo,
         await trio.aclose_forcefully(channel)
 
 
-@register_address_kind
-@attrs.frozen
-class TcpAddress(Address):
-    """``tcp:HOST:PORT`` (``tcp:[::1]:7300`` for IPv6; port 0 picks a free port)."""
+class HostPortAddress(Address):
+    """An address of the form ``SCHEME:HOST:PORT`` (``SCHEME:[::1]:PORT`` for IPv6; port 0 picks
+    a free port). Subclasses are frozen attrs classes with ``host`` and ``port``."""
 
-    scheme = "tcp"
     host: str
     port: int
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        host, port = split_host_port(text.removeprefix("tcp:"), text=text,
-                                     form="tcp:HOST:PORT, for example tcp:127.0.0.1:7300")
-        return cls(host, port)
+        form = f"{cls.scheme}:HOST:PORT, for example {cls.scheme}:127.0.0.1:7300"
+        host, port = split_host_port(text.removeprefix(f"{cls.scheme}:"), text=text, form=form)
+        return cls(host, port)  # type: ignore[call-arg]
 
     def __str__(self) -> str:
-        return f"tcp:{format_host_port(self.host, self.port)}"
+        return f"{self.scheme}:{format_host_port(self.host, self.port)}"
+
+
+@register_address_kind
+@attrs.frozen
+class TcpAddress(HostPortAddress):
+    """``tcp:HOST:PORT``: newline-delimited JSON-RPC over TCP."""
+
+    scheme = "tcp"
+    host: str
+    port: int
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         await check_exposure(self, self.host, options, encrypted=False)

@@ -15,13 +15,11 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Self
 
 import attrs
 import trio
 
 from ._address import (
-    Address,
     ConnectError,
     ConnectOptions,
     ListenError,
@@ -31,12 +29,12 @@ from ._address import (
 from ._channel import MessageChannel, PeerInfo
 from ._listener import HandshakeError, MessageListener, tls_handshake
 from ._tcp import (
+    HostPortAddress,
     TcpListener,
     check_exposure,
     format_host_port,
     open_tcp_listeners,
     open_tcp_stream,
-    split_host_port,
     stream_channel,
 )
 
@@ -116,21 +114,12 @@ async def open_tls_client_stream(address: object, host: str, port: int,
 
 @register_address_kind
 @attrs.frozen
-class TlsAddress(Address):
+class TlsAddress(HostPortAddress):
     """``tls:HOST:PORT``: newline-delimited JSON-RPC over TLS over TCP."""
 
     scheme = "tls"
     host: str
     port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Self:
-        host, port = split_host_port(text.removeprefix("tls:"), text=text,
-                                     form="tls:HOST:PORT, for example tls:127.0.0.1:7300")
-        return cls(host, port)
-
-    def __str__(self) -> str:
-        return f"tls:{format_host_port(self.host, self.port)}"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         context = server_context(self, options)

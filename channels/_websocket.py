@@ -52,7 +52,7 @@ from ._guard import Rejection, RequestGuard, header_values
 from ._jsonrpc import JSONObject, decode, encode, validate
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE
-from ._tcp import check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
+from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import client_context, open_tls_client_stream, server_context
 
 logger = logging.getLogger("channels.websocket")
@@ -364,13 +364,8 @@ class WebSocketListener(MessageListener):
         return self._address
 
     async def accept(self) -> Incoming:
-        stream = await self._listener.accept()
-        host, port = stream.socket.getpeername()[:2]
-        peer = PeerInfo(self._endpoint.transport, format_host_port(host, port))
-        wrapped: trio.abc.Stream = stream
-        if self._ssl_context is not None:
-            wrapped = trio.SSLStream(stream, self._ssl_context, server_side=True,
-                                     https_compatible=True)
+        wrapped, peer = await accept_tcp(self._listener, self._endpoint.transport,
+                                         self._ssl_context, https_compatible=True)
         return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
 
     async def aclose(self) -> None:

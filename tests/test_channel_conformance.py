@@ -15,15 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from channels import (
-    ConnectOptions,
-    ListenOptions,
-    MessageChannel,
-    PeerInfo,
-    StreamChannel,
-    TcpAddress,
-    UnixAddress,
-)
+from channels import MessageChannel, PeerInfo, StreamChannel
 from channels.testing import PairMaker, check_message_channel
 from conftest import TlsFiles, pair_maker
 

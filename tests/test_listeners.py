@@ -16,19 +16,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import channel_pair
 from channels import (
     AddressError,
-    ConnectOptions,
     ListenError,
     ListenOptions,
-    MessageChannel,
     MessageListener,
     StdioAddress,
     TcpAddress,
     UnixAddress,
     parse_address,
 )
+from conftest import channel_pair
 
 TIMEOUT = 10
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

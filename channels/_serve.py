@@ -1,0 +1,114 @@
+"""The two calls most programs need: connect to an address, and serve addresses with a handler."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from functools import partial
+from typing import NoReturn
+
+import trio
+
+from ._address import Address, ConnectOptions, ListenOptions, parse_address
+from ._channel import MessageChannel
+from ._listener import HandshakeError, Incoming, MessageListener
+
+logger = logging.getLogger("channels.serve")
+
+Handler = Callable[[MessageChannel], Awaitable[object]]
+
+
+def connect(address: str | Address,
+            options: ConnectOptions | None = None) -> AbstractAsyncContextManager[MessageChannel]:
+    """Connect to ``address`` (text such as ``"unix:/run/mcp.sock"``, or a parsed
+    :class:`Address`); use as ``async with connect(...) as channel:``.
+
+    The channel, and any task the connection needs (a WebSocket's reader), live until the block
+    ends; then the channel is closed. Cancelling the block closes it too.
+
+    Raises:
+        AddressError: the text is not a valid address.
+        ConnectError: the connection, TLS handshake or upgrade failed (``AccessDenied`` if the
+            server refused the credentials).
+    """
+    if isinstance(address, str):
+        address = parse_address(address)
+    return address.connect(options or ConnectOptions())
+
+
+async def open_listeners(addresses: Sequence[str | Address],
+                         options: ListenOptions | None = None) -> list[MessageListener]:
+    """Open a listener for every address (a host name may give several); the caller owns them.
+
+    Raises:
+        AddressError: a text is not a valid address.
+        ListenError: an address cannot be listened on; the listeners opened before it are closed.
+    """
+    parsed = [parse_address(item) if isinstance(item, str) else item for item in addresses]
+    listeners: list[MessageListener] = []
+    try:
+        for address in parsed:
+            listeners.extend(await address.listen(options or ListenOptions()))
+    except BaseException:
+        for listener in listeners:
+            await trio.aclose_forcefully(listener)
+        raise
+    return listeners
+
+
+async def _establish_and_handle(handler: Handler, incoming: Incoming) -> None:
+    try:
+        async with incoming.establish() as channel:
+            await handler(channel)
+    except HandshakeError as exc:
+        logger.warning("%s: refused: %s", incoming.peer, exc)
+
+
+async def serve(
+    handler: Handler,
+    addresses: Sequence[str | Address | MessageListener],
+    options: ListenOptions | None = None,
+    *,
+    handler_nursery: trio.Nursery | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> NoReturn:
+    """Serve every address until cancelled: each connection that completes its handshake (TLS,
+    WebSocket upgrade, authentication, per ``options``) is handed to ``handler`` in a task of its
+    own; the channel is closed when the handler returns. Failed handshakes are logged and
+    dropped. Like ``trio.serve_listeners``, and usable with ``nursery.start``, which returns the
+    bound addresses (real ports for port 0) once every listener is open.
+
+    Args:
+        handler: called with each established channel; it does not need to close it.
+        addresses: address texts, parsed addresses, or listeners already open (which ``serve``
+            then owns and closes).
+        options: limits, TLS and authentication for the listeners it opens.
+        handler_nursery: where handler tasks run (default: a nursery inside ``serve``).
+
+    Raises:
+        AddressError, ListenError: as :func:`open_listeners` (before ``task_status.started``).
+    """
+    to_open = [item for item in addresses if not isinstance(item, MessageListener)]
+    listeners = [item for item in addresses if isinstance(item, MessageListener)]
+    try:
+        listeners.extend(await open_listeners(to_open, options))
+    except BaseException:
+        for listener in listeners:
+            await trio.aclose_forcefully(listener)
+        raise
+    bound = [listener.address for listener in listeners]
+    await trio.serve_listeners(partial(_establish_and_handle, handler), listeners,
+                               handler_nursery=handler_nursery,
+                               task_status=_Forward(task_status, bound))
+
+
+class _Forward(trio.TaskStatus[object]):
+    """Report ``value`` instead of ``serve_listeners``' own list of listeners."""
+
+    def __init__(self, task_status: trio.TaskStatus[list[str]], value: list[str]) -> None:
+        self._task_status = task_status
+        self._value = value
+
+    def started(self, value: object = None) -> None:
+        self._task_status.started(self._value)
