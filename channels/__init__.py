@@ -47,7 +47,8 @@ from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
 from ._tcp import TcpAddress
 from ._tls import TlsAddress
 from ._unix import UnixAddress
-from ._websocket import SecureWebSocketAddress, WebSocketAddress, WebSocketChannel
+from ._websocket import SecureWebSocketAddress, WebSocketAddress
+from ._wschannel import WebSocketChannel
 
 __all__ = [
     "AUTHENTICATE_METHOD",

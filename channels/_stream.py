@@ -34,14 +34,14 @@ CLOSE_TIMEOUT = 2.0
 LOG_EXCERPT_BYTES = 200
 
 
-def _send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
+def send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
     """How to find the file descriptor ``stream`` sends on, if it is a plain socket or pipe.
 
     The getter is called for each write, because the fd becomes -1 once the stream is closed (and
     its number may then be reused by another file).
     """
     if isinstance(stream, trio.StapledStream):
-        return _send_fd_getter(stream.send_stream)
+        return send_fd_getter(stream.send_stream)
     if isinstance(stream, trio.SocketStream):
         return stream.socket.fileno
     if isinstance(stream, trio.lowlevel.FdStream):
@@ -86,7 +86,7 @@ class StreamChannel(MessageChannel):
         send_timeout: float | None = None,
     ) -> None:
         self._stream = stream
-        self._send_fd = _send_fd_getter(stream)
+        self._send_fd = send_fd_getter(stream)
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()

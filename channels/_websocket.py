@@ -1,8 +1,9 @@
-"""WebSocket channels (trio-websocket): ``ws://HOST:PORT/PATH`` and ``wss://HOST:PORT/PATH``.
+"""WebSocket addresses, listeners and handshakes: ``ws://HOST:PORT/PATH`` and ``wss://...``.
 
-One JSON-RPC message per text frame. The subprotocol ``mcp`` is offered by our client and chosen by
-our server when the client offers it (the SDKs' practice; WebSocket is not yet an MCP transport in
-the spec); a client that offers none is served all the same.
+One JSON-RPC message per text frame (:class:`~channels._wschannel.WebSocketChannel`). The
+subprotocol ``mcp`` is offered by our client and chosen by our server when the client offers it
+(the SDKs' practice; WebSocket is not yet an MCP transport in the spec); a client that offers none
+is served all the same.
 
 What a peer gets for what it sends:
 
@@ -11,31 +12,35 @@ a text frame with one JSON-RPC message      delivered
 a text frame with anything else             a JSON-RPC error (``receive`` raises
                                             :class:`~channels.ProtocolError`), as on any channel
 a binary frame                              close 1003 (unsupported data)
-invalid UTF-8 in a text frame               close 1007 (wsproto)
+invalid UTF-8 in a text frame               close 1007
 a message over ``max_message_bytes``        close 1009 (message too big)
-no pong within ``ping_timeout`` of a ping   close 1011, and the channel is broken
+nothing at all within ``ping_timeout`` of   close 1011, and the channel is broken
+a ping (sent every ``ping_interval``)
 ==========================================  ================================================
 
-Closing with :meth:`WebSocketChannel.aclose_with` sends the :class:`~channels.CloseReason`'s code
-(1001 when the bridge stops, 1012 when the server behind it restarted...).
-
-The upgrade request is checked by :class:`~channels._guard.RequestGuard` (Host, Origin, bearer
-token) before it is accepted; a wrong path gets 404.
+The opening handshake is the ``websockets`` library's (HTTP parsing, ``Sec-WebSocket-Accept``,
+subprotocol choice). Before it is accepted, :class:`~channels._guard.RequestGuard` checks Host,
+Origin and the bearer token; a wrong path gets 404.
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Self, final
 from urllib.parse import urlsplit
 
 import attrs
 import trio
-import trio_websocket
-from trio_websocket import ConnectionClosed, WebSocketConnection
+from websockets.client import ClientProtocol
+from websockets.datastructures import Headers
+from websockets.exceptions import InvalidStatus
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.uri import parse_uri
 
 from ._address import (
     AccessDenied,
@@ -47,28 +52,20 @@ from ._address import (
     register_address_kind,
 )
 from ._channel import CloseReason, MessageChannel, PeerInfo
-from ._errors import InvalidMessage, ProtocolError, SendTimeout
-from ._guard import Rejection, RequestGuard, header_values
-from ._jsonrpc import JSONObject, decode, encode, validate
+from ._guard import Rejection, RequestGuard
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
-from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE
+from ._stream import RECEIVE_SIZE
+from ._wschannel import WebSocketChannel
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import client_context, open_tls_client_stream, server_context
 
 logger = logging.getLogger("channels.websocket")
+# The websockets library logs every handshake at INFO; the daemon already logs each connection,
+# so its own logger is kept at WARNING (set "channels.websocket.wire" to DEBUG for a frame trace).
+wire_logger = logging.getLogger("channels.websocket.wire")
+wire_logger.setLevel(logging.WARNING)
 
 SUBPROTOCOL = "mcp"
-# Messages trio-websocket may hold for us before it stops reading the socket: with 4 MiB messages
-# that is 16 MiB, the budget of the websockets library's defaults (max_queue=16 x max_size=1 MiB).
-MESSAGE_QUEUE = 4
-# How long a closing handshake may take before the connection is simply cut.
-CLOSE_TIMEOUT = 2.0
-# RFC 6455 §5.5: a control frame's payload is at most 125 bytes, two of which hold the code.
-MAX_CLOSE_REASON_BYTES = 123
-# Close codes that end a channel in order (EndOfChannel): normal, going away, and no status code
-# (RFC 6455 §7.4.1). Any other code is an error close; 1006 means no close frame arrived at all.
-ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
-ABNORMAL_CLOSURE = 1006
 
 
 @contextmanager
@@ -83,175 +80,6 @@ def _single_error() -> Iterator[None]:
             error.__suppress_context__ = True
             raise error  # noqa: B904 - deliberately the original exception, not a new cause
         raise
-
-
-def _short(text: str) -> str:
-    data = text.encode()[:MAX_CLOSE_REASON_BYTES]
-    return data.decode(errors="ignore")
-
-
-@final
-class WebSocketChannel(MessageChannel):
-    """JSON-RPC messages over a trio-websocket connection, one per text frame.
-
-    Args:
-        connection: the open connection; the channel closes it. Its reader task runs in the
-            nursery of whoever made it (:meth:`WebSocketIncoming.establish`,
-            :meth:`WebSocketAddress.connect`).
-        peer: who is on the other end.
-        max_message_bytes: longest message accepted, in UTF-8 bytes (trio-websocket's own limit
-            counts characters, so both apply).
-    """
-
-    __slots__ = ("_broken", "_closed", "_connection", "_local_close", "_peer", "_receiving",
-                 "_sending", "max_message_bytes", "send_timeout")
-
-    def __init__(self, connection: WebSocketConnection, peer: PeerInfo,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        self._connection = connection
-        self._peer = peer
-        self.max_message_bytes = max_message_bytes
-        self.send_timeout: float | None = None
-        self._closed = False
-        self._broken = False
-        self._receiving = False
-        self._sending = False
-        self._local_close: str | None = None  # why this side closed, once it has
-
-    @property
-    def peer(self) -> PeerInfo:
-        return self._peer
-
-    @property
-    def subprotocol(self) -> str | None:
-        """The negotiated subprotocol (``"mcp"``), or ``None``."""
-        return self._connection.subprotocol
-
-    async def receive(self) -> JSONObject:
-        if self._receiving:
-            raise trio.BusyResourceError("another task is already receiving on this channel")
-        if self._closed:
-            raise trio.ClosedResourceError("channel was closed")
-        self._receiving = True
-        try:
-            try:
-                message = await self._connection.get_message()
-            except ConnectionClosed as exc:
-                raise self._ended(exc) from None
-        finally:
-            self._receiving = False
-        if isinstance(message, bytes):
-            await self._close(CloseReason.UNSUPPORTED_DATA,
-                              "binary frames are not accepted: send each JSON-RPC message as text")
-            raise trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
-        data = message.encode()
-        if len(data) > self.max_message_bytes:
-            await self._close(CloseReason.TOO_BIG,
-                              f"message larger than {self.max_message_bytes} bytes")
-            raise trio.BrokenResourceError(f"peer sent a message larger than "
-                                           f"{self.max_message_bytes} bytes (closed with 1009)")
-        return decode(data)
-
-    def receive_nowait(self) -> JSONObject:
-        """Never has anything buffered of its own: trio-websocket's queue is not reachable
-        without blocking, so this raises ``WouldBlock`` (or the closed/busy errors)."""
-        if self._receiving:
-            raise trio.BusyResourceError("another task is already receiving on this channel")
-        if self._closed:
-            raise trio.ClosedResourceError("channel was closed")
-        raise trio.WouldBlock
-
-    def _ended(self, exc: ConnectionClosed) -> Exception:
-        """What ``receive`` raises once the connection has closed: ``EndOfChannel`` after the
-        peer's normal close (1000, 1001, or no code), ``BrokenResourceError`` naming the code
-        otherwise."""
-        if self._closed:
-            return trio.ClosedResourceError("channel was closed")
-        if self._local_close is not None:
-            return trio.BrokenResourceError(f"closed by this side: {self._local_close}")
-        reason = exc.reason
-        code = reason.code if reason is not None else ABNORMAL_CLOSURE
-        if code in ORDERLY_CLOSE_CODES:
-            return trio.EndOfChannel()
-        if code == ABNORMAL_CLOSURE:
-            return trio.BrokenResourceError("connection lost without a close frame")
-        text = f" {reason.reason}" if reason is not None and reason.reason else ""
-        return trio.BrokenResourceError(f"closed with {code}{text}")
-
-    async def send(self, value: JSONObject) -> None:
-        if self._sending:
-            raise trio.BusyResourceError("another task is already sending on this channel")
-        try:
-            validate(value)
-        except InvalidMessage as exc:
-            raise ValueError(f"not a JSON-RPC message: {exc}") from None
-        text = encode(value)[:-1].decode()
-        self._sending = True
-        try:
-            if self._closed:
-                raise trio.ClosedResourceError("channel was closed")
-            if self._broken:
-                raise trio.BrokenResourceError("an earlier send timed out")
-            await self._send_text(text)
-        finally:
-            self._sending = False
-
-    async def _send_text(self, text: str) -> None:
-        try:
-            if self.send_timeout is None:
-                await self._connection.send_message(text)
-                return
-            with trio.move_on_after(self.send_timeout) as waited:
-                await self._connection.send_message(text)
-        except ConnectionClosed as exc:
-            if self._closed:
-                raise trio.ClosedResourceError("channel was closed") from None
-            raise trio.BrokenResourceError(f"connection closed ({exc.reason})") from None
-        if waited.cancelled_caught:
-            # Part of a frame may be on the wire: nothing may follow it, not even a close frame.
-            self._broken = True
-            self._local_close = "the peer did not read"
-            await trio.aclose_forcefully(self._connection)
-            raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
-
-    async def _close(self, reason: CloseReason, detail: str) -> None:
-        if self._local_close is None:
-            self._local_close = f"{reason.value} {detail}"
-        with trio.move_on_after(CLOSE_TIMEOUT) as scope:
-            scope.shield = True
-            await self._connection.aclose(reason.value, _short(detail))
-
-    async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
-        if self._closed:
-            await trio.lowlevel.checkpoint()
-            return
-        self._closed = True
-        if self._sending or self._broken:
-            # A send is stuck mid-frame (or was cut off in one): no close frame can follow it.
-            await trio.aclose_forcefully(self._connection)
-            return
-        await self._close(reason, detail)
-
-    async def aclose(self) -> None:
-        await self.aclose_with(CloseReason.NORMAL)
-
-    async def keepalive(self, interval: float, timeout: float) -> None:
-        """Ping every ``interval`` seconds; close with 1011 if a pong takes over ``timeout``.
-
-        Run it beside the channel (in the nursery of its reader task); it returns once the
-        connection has closed.
-        """
-        try:
-            while True:
-                await trio.sleep(interval)
-                with trio.move_on_after(timeout) as waited:
-                    await self._connection.ping()
-                if waited.cancelled_caught:
-                    logger.info("%s: no pong within %gs; closing", self._peer, timeout)
-                    await self._close(CloseReason.INTERNAL_ERROR, "keepalive ping timeout")
-                    return
-        except ConnectionClosed:
-            return
 
 
 @attrs.frozen
@@ -290,7 +118,7 @@ class WebSocketIncoming(Incoming):
                 channel = None
                 try:
                     with trio.move_on_after(self.options.handshake_timeout) as deadline:
-                        channel = await self._handshake(nursery)
+                        channel = await self._handshake()
                     if deadline.cancelled_caught:
                         raise HandshakeError(
                             f"no WebSocket upgrade within {self.options.handshake_timeout:g}s")
@@ -312,33 +140,36 @@ class WebSocketIncoming(Incoming):
                     await trio.aclose_forcefully(self.stream)
                     nursery.cancel_scope.cancel()
 
-    async def _handshake(self, nursery: trio.Nursery) -> WebSocketChannel:
+    async def _handshake(self) -> WebSocketChannel:
         peer = self.initial_peer
         if isinstance(self.stream, trio.SSLStream):
             peer = await tls_handshake(self.stream, peer)
-        request = await trio_websocket.wrap_server_stream(
-            nursery, self.stream, message_queue_size=MESSAGE_QUEUE,
-            max_message_size=self.options.max_message_bytes, receive_buffer_size=RECEIVE_SIZE)
-        origin = header_values(request.headers, b"origin")
-        agent = header_values(request.headers, b"user-agent")
-        peer = attrs.evolve(peer, origin=origin[0].decode("latin-1") if origin else None,
-                            user_agent=agent[0].decode("latin-1") if agent else None)
-        path = request.path.partition("?")[0]
+        protocol = ServerProtocol(max_size=self.options.max_message_bytes,
+                                  select_subprotocol=_select_subprotocol, logger=wire_logger)
+        request = await _read_request(self.stream, protocol)
+        origins = request.headers.get_all("Origin")
+        agents = request.headers.get_all("User-Agent")
+        peer = attrs.evolve(peer, origin=origins[0] if origins else None,
+                            user_agent=agents[0] if agents else None)
         outcome: Rejection | str | None
-        if path != self.endpoint.path:
+        if request.path.partition("?")[0] != self.endpoint.path:
             outcome = Rejection(404, "not-found",
                                 f"Not Found: the MCP endpoint is {self.endpoint.path}")
         else:
-            outcome = self.guard.check(_host_of(request), request.headers)
+            hosts = request.headers.get_all("Host")
+            outcome = self.guard.check(hosts[0] if len(hosts) == 1 else None,
+                                       _raw_headers(request.headers))
         if isinstance(outcome, Rejection):
-            await request.reject(outcome.status, extra_headers=outcome.headers(),
-                                 body=outcome.body())
+            await _send_response(self.stream, protocol, _rejection(protocol, outcome))
             raise HandshakeError(f"upgrade refused with {outcome.status}: {outcome.message}")
+        response = protocol.accept(request)
+        await _send_response(self.stream, protocol, response)
+        if response.status_code != 101:
+            raise HandshakeError(f"not a valid WebSocket upgrade ({protocol.handshake_exc}); "
+                                 f"answered {response.status_code}")
         if outcome is not None:
             peer = attrs.evolve(peer, credential=outcome)
-        subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
-        connection = await request.accept(subprotocol=subprotocol)
-        return WebSocketChannel(connection, peer, self.options.max_message_bytes)
+        return WebSocketChannel(self.stream, protocol, peer, self.options.max_message_bytes)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -422,50 +253,114 @@ class _WebSocketAddress(Address):
         else:
             stream = await open_tcp_stream(self, endpoint.host, endpoint.port,
                                            options.handshake_timeout)
-        headers = ([(b"authorization", f"Bearer {options.token}".encode())]
-                   if options.token is not None else [])
         peer = PeerInfo(endpoint.transport, format_host_port(endpoint.host, endpoint.port))
-        upgraded = False
         try:
-            with _single_error():
-                async with trio.open_nursery() as nursery:
-                    channel = None
-                    try:
-                        with trio.move_on_after(options.handshake_timeout) as deadline:
-                            connection = await trio_websocket.wrap_client_stream(
-                                nursery, stream, format_host_port(endpoint.host, endpoint.port),
-                                endpoint.path, subprotocols=[SUBPROTOCOL], extra_headers=headers,
-                                message_queue_size=MESSAGE_QUEUE,
-                                max_message_size=options.max_message_bytes,
-                                receive_buffer_size=RECEIVE_SIZE)
-                        if deadline.cancelled_caught:
-                            raise ConnectError(f"{self}: no WebSocket upgrade within "
-                                               f"{options.handshake_timeout:g}s")
-                        channel = WebSocketChannel(connection, peer, options.max_message_bytes)
-                        nursery.start_soon(channel.keepalive, options.ping_interval,
-                                           options.ping_timeout)
-                        upgraded = True
-                        yield channel
-                    finally:
-                        if channel is not None:
-                            await channel.aclose_with(CloseReason.NORMAL)
-                        await trio.aclose_forcefully(stream)
-                        nursery.cancel_scope.cancel()
-        except trio_websocket.ConnectionRejected as exc:
-            if upgraded:
-                raise
-            error = AccessDenied if exc.status_code in (401, 403) else ConnectError
-            raise error(f"{self}: upgrade refused with HTTP {exc.status_code}"
-                        + _rejection_detail(exc.body)) from None
+            with trio.move_on_after(options.handshake_timeout) as deadline:
+                protocol = await self._upgrade(stream, options)
+            if deadline.cancelled_caught:
+                raise ConnectError(f"{self}: no WebSocket upgrade within "
+                                   f"{options.handshake_timeout:g}s")
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        channel = WebSocketChannel(stream, protocol, peer, options.max_message_bytes)
+        with _single_error():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(channel.keepalive, options.ping_interval, options.ping_timeout)
+                try:
+                    yield channel
+                finally:
+                    await channel.aclose_with(CloseReason.NORMAL)
+                    nursery.cancel_scope.cancel()
+
+    async def _upgrade(self, stream: trio.abc.Stream, options: ConnectOptions) -> ClientProtocol:
+        """Send the upgrade request and read the response.
+
+        Raises:
+            AccessDenied: refused with 401 or 403.
+            ConnectError: refused otherwise, or not a WebSocket server.
+        """
+        protocol = ClientProtocol(parse_uri(str(self)), subprotocols=[SUBPROTOCOL],
+                                  max_size=options.max_message_bytes, logger=wire_logger)
+        request = protocol.connect()
+        if options.token is not None:
+            request.headers["Authorization"] = f"Bearer {options.token}"
+        protocol.send_request(request)
+        try:
+            await stream.send_all(b"".join(protocol.data_to_send()))
+            while protocol.state is State.CONNECTING and protocol.handshake_exc is None:
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if data:
+                    protocol.receive_data(data)
+                else:
+                    protocol.receive_eof()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectError(f"{self}: connection lost during the upgrade: {exc}") from None
+        failure = protocol.handshake_exc
+        if isinstance(failure, InvalidStatus):
+            status = failure.response.status_code
+            error = AccessDenied if status in (401, 403) else ConnectError
+            raise error(f"{self}: upgrade refused with HTTP {status}"
+                        + _rejection_detail(failure.response.body))
+        if failure is not None:
+            raise ConnectError(f"{self}: not a WebSocket server: {failure}")
+        return protocol
 
 
-def _host_of(request: trio_websocket.WebSocketRequest) -> str | None:
-    """The upgrade request's ``Host``. wsproto keeps it on its ``Request`` event, apart from the
-    other headers, and trio-websocket 0.12 does not expose that event: hence the private
-    attribute (tests/test_websocket.py fails loudly if it ever moves)."""
-    event = getattr(request, "_event", None)
-    host = getattr(event, "host", None)
-    return host if isinstance(host, str) else None
+def _select_subprotocol(protocol: ServerProtocol, offered: Sequence[str]) -> str | None:
+    """``mcp`` if the client offers it; otherwise no subprotocol (not a refusal)."""
+    return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+
+def _raw_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+            for name, value in headers.raw_items()]
+
+
+async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> Request:
+    """Read until the upgrade request is complete.
+
+    Raises:
+        HandshakeError: the peer left, or sent something that is not an HTTP request (it was
+            answered with 400, or 431/414 for oversized headers).
+    """
+    while True:
+        try:
+            data = await stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise HandshakeError(f"connection lost before the upgrade request: {exc}") from None
+        if not data:
+            raise HandshakeError("connection closed before a complete upgrade request")
+        protocol.receive_data(data)
+        for event in protocol.events_received():
+            if isinstance(event, Request):
+                return event
+        if protocol.handshake_exc is not None:
+            pending = [chunk for chunk in protocol.data_to_send() if chunk]
+            if not pending:
+                protocol.send_response(protocol.reject(400, "Bad Request: not an HTTP request\n"))
+            await _send_response(stream, protocol, None, pending)
+            raise HandshakeError(f"not an upgrade request: {protocol.handshake_exc}")
+
+
+def _rejection(protocol: ServerProtocol, rejection: Rejection) -> Response:
+    response = protocol.reject(rejection.status, rejection.body().decode())
+    del response.headers["Content-Type"]
+    for name, value in rejection.headers():
+        response.headers[name.decode()] = value.decode()
+    return response
+
+
+async def _send_response(stream: trio.abc.Stream, protocol: ServerProtocol,
+                         response: Response | None, pending: Sequence[bytes] = ()) -> None:
+    """Send the handshake response (and anything the protocol queued before it)."""
+    if response is not None:
+        protocol.send_response(response)
+    data = b"".join([*pending, *protocol.data_to_send()])
+    try:
+        await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise HandshakeError(f"connection lost while answering the upgrade: {exc}") from None
 
 
 def _rejection_detail(body: bytes | None) -> str:
