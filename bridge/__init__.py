@@ -1,9 +1,11 @@
-"""mcp-bridge: serve a stdio MCP server over Unix sockets and TCP, and reach it from stdio clients.
+"""mcp-bridge: serve a stdio MCP server over Unix sockets, TCP, TLS and WebSocket, and reach it from
+stdio clients.
 
 The MCP-aware layer: child processes, relaying, the daemon, the command line. Transports live in the
 ``channels`` package, which this one imports and which never imports this one.
 """
 
+from ._api import open_bridge, stop_budget
 from ._child import ChildProcess, ChildSpec, describe_exit, open_child
 from ._daemon import Daemon, DaemonStatistics, ServeConfig
 from ._errors import (
@@ -39,5 +41,7 @@ __all__ = [
     "ServeConfig",
     "describe_exit",
     "error_response",
+    "open_bridge",
     "open_child",
+    "stop_budget",
 ]

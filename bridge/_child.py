@@ -63,11 +63,15 @@ class ChildSpec:
         cwd: the child's working directory (``None``: the bridge's).
     """
 
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = attrs.field(converter=tuple)
     name: str = "server"
     env: Mapping[str, str] = attrs.field(factory=dict)
-    pass_env: tuple[str, ...] = ()
+    pass_env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     cwd: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("ChildSpec.argv: expected the command and its arguments, got none")
 
     def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The child's complete environment, built from ``inherited`` (normally ``os.environ``)."""

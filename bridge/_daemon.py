@@ -17,7 +17,7 @@ cancelled; its child is still stopped in order, because that part is shielded.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -31,6 +31,7 @@ from channels import (
     ListenOptions,
     MessageChannel,
     MessageListener,
+    parse_address,
     receive_batch,
 )
 
@@ -62,12 +63,17 @@ STOP_NOW_GRACE = 0.5
 REFUSAL_TIMEOUT = 5.0
 
 
+def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
+    return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
+
+
 @attrs.frozen
 class ServeConfig:
     """Everything one bridge serves.
 
     Attributes:
-        listen: where to accept clients.
+        listen: where to accept clients: parsed addresses, or texts such as
+            ``"unix:/run/mcp.sock"`` (parsed here; ``AddressError`` if malformed).
         child: the server to launch for each connection.
         limits: bounds and timeouts.
         listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
@@ -83,7 +89,7 @@ class ServeConfig:
             before the listeners accept; ``"lazy"``: on the first connection.
     """
 
-    listen: tuple[Address, ...]
+    listen: tuple[Address, ...] = attrs.field(converter=_addresses)
     child: ChildSpec
     limits: Limits = Limits()
     listen_options: ListenOptions = ListenOptions()
@@ -132,6 +138,7 @@ class Daemon:
     """The bound addresses (real ports included), once :meth:`run` has started."""
     _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
     _stop_now: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _finished: trio.Event = attrs.field(init=False, factory=trio.Event)
     _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
     _pool: ChildPool | None = attrs.field(init=False, default=None)
     _shared: SharedChild | None = attrs.field(init=False, default=None)
@@ -200,6 +207,21 @@ class Daemon:
         Raises:
             channels.ListenError: a listener could not be opened (nothing is left open).
         """
+        try:
+            await self._run(task_status)
+        finally:
+            self._finished.set()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`run` has finished."""
+        return self._finished.is_set()
+
+    async def wait_stopped(self) -> None:
+        """Return once :meth:`run` has finished (every child stopped and reaped)."""
+        await self._finished.wait()
+
+    async def _run(self, task_status: trio.TaskStatus[list[str]]) -> None:
         self.mode = self.config.child_mode
         listeners = await self._open_listeners()
         try:

@@ -39,7 +39,7 @@ from ._errors import (
     SendTimeout,
 )
 from ._framing import LineFramer, Oversized
-from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming
+from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming, StreamListener
 from ._serve import connect, open_listeners, serve
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._stdio import StdioAddress, open_stdio_stream
@@ -83,6 +83,7 @@ __all__ = [
     "StdioAddress",
     "StreamChannel",
     "StreamIncoming",
+    "StreamListener",
     "TcpAddress",
     "TlsAddress",
     "TokenSet",

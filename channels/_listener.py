@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 import trio
@@ -32,6 +32,9 @@ from ._auth import UNAUTHORIZED, TokenSet, token_of_message
 from ._channel import MessageChannel, PeerInfo
 from ._errors import ProtocolError
 from ._stream import StreamChannel
+
+if TYPE_CHECKING:
+    from ._address import ListenOptions
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).
@@ -197,3 +200,37 @@ class StreamIncoming(Incoming):
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+@final
+class StreamListener(MessageListener):
+    """Any trio listener of byte streams as a :class:`MessageListener`: each accepted stream
+    becomes a :class:`StreamIncoming` (newline framing, ``options.tokens`` checked by the first
+    message if set). The building block for a new stream-based channel kind.
+
+    Args:
+        listener: the trio listener, owned from now on (closed by :meth:`aclose`).
+        address: this listener's address as text, for logs and ``Daemon.addresses``.
+        options: the message limit, tokens and handshake timeout.
+        transport: the name put on each channel's :attr:`~channels.PeerInfo.transport`.
+    """
+
+    def __init__(self, listener: trio.abc.Listener[trio.abc.Stream], address: str,
+                 options: ListenOptions, *, transport: str) -> None:
+        self._listener = listener
+        self._address = address
+        self._options = options
+        self._transport = transport
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    async def accept(self) -> Incoming:
+        stream = await self._listener.accept()
+        return StreamIncoming(stream, PeerInfo(self._transport, self._address),
+                              self._options.max_message_bytes, tokens=self._options.tokens,
+                              handshake_timeout=self._options.handshake_timeout)
+
+    async def aclose(self) -> None:
+        await self._listener.aclose()

@@ -1,0 +1,76 @@
+"""The embedding API: ``open_bridge`` runs a bridge for a block and stops it gracefully however the
+block ends; configuration accepts plain strings and lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import channels
+from bridge import ChildSpec, ServeConfig, open_bridge
+from conftest import call, example_server, process_exists, result_text, wait_until_gone
+
+TIMEOUT = 20
+
+
+def config(*listen: str) -> ServeConfig:
+    return ServeConfig(listen=list(listen), child=ChildSpec(argv=list(example_server())),
+                       child_mode="per-connection")
+
+
+async def test_open_bridge_yields_once_listening_with_the_bound_addresses(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with open_bridge(config(f"unix:{sock_dir}/s.sock", "tcp:127.0.0.1:0")) as bridge:
+            unix, tcp = bridge.addresses
+            assert unix == f"unix:{sock_dir}/s.sock" and not tcp.endswith(":0")
+            async with channels.connect(tcp) as channel:
+                await channel.send(call(1, "echo", text="up"))
+                assert result_text(await channel.receive()) == "up"
+                assert bridge.statistics().connections == 1
+        assert bridge.stopped
+        assert not (sock_dir / "s.sock").exists()
+
+
+async def test_cancelling_the_block_still_stops_gracefully_finishing_requests_in_flight(
+        sock_dir: Path) -> None:
+    address = f"unix:{sock_dir}/s.sock"
+    replies: list[dict] = []
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            ready = trio.Event()
+            pids: list[int] = []
+
+            async def client() -> None:
+                async with channels.connect(address) as channel:
+                    await channel.send(call(1, "echo", text="pid?"))
+                    await channel.receive()
+                    await channel.send(call(2, "sleep", seconds=0.5))
+                    ready.set()
+                    replies.append(await channel.receive())
+
+            with trio.CancelScope() as scope:
+                async with open_bridge(config(address)) as bridge:
+                    nursery.start_soon(client)
+                    await ready.wait()
+                    await trio.testing.wait_all_tasks_blocked()
+                    pids.extend(child.pid for child in bridge._children)
+                    scope.cancel()  # the enclosing scope goes away mid-request
+                    await trio.sleep_forever()
+            assert bridge.stopped
+    assert replies and replies[0]["id"] == 2 and result_text(replies[0]) == "slept"
+    for pid in pids:
+        await wait_until_gone(pid)
+        assert not process_exists(pid)
+
+
+def test_a_child_spec_without_a_command_is_refused() -> None:
+    with pytest.raises(ValueError, match="argv"):
+        ChildSpec(argv=[])
+
+
+def test_a_malformed_address_string_is_refused_when_the_config_is_built() -> None:
+    with pytest.raises(channels.AddressError, match="unknown address kind"):
+        ServeConfig(listen=["carrier-pigeon:1"], child=ChildSpec(argv=["true"]))
