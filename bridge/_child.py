@@ -25,7 +25,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 
 import attrs
@@ -51,6 +51,10 @@ FORBIDDEN_ENV_PREFIXES = ("LISTEN_", "NOTIFY_SOCKET", "WATCHDOG_")
 GARBAGE_LOGS_PER_SECOND = 5
 
 
+def _strings(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class ChildSpec:
     """What to launch. Fixed when the configuration is loaded; nothing in it comes from clients.
@@ -63,10 +67,10 @@ class ChildSpec:
         cwd: the child's working directory (``None``: the bridge's).
     """
 
-    argv: tuple[str, ...] = attrs.field(converter=tuple)
+    argv: tuple[str, ...] = attrs.field(converter=_strings)
     name: str = "server"
     env: Mapping[str, str] = attrs.field(factory=dict)
-    pass_env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    pass_env: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     cwd: str | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -201,7 +205,7 @@ class ChildProcess:
             nursery.cancel_scope.cancel()
         await trio.aclose_forcefully(self.channel)
         logger.debug("[%s pid %d] stopped: %s", self.spec.name, process.pid,
-                     describe_exit(process.returncode))
+                     describe_exit(process.returncode if process.returncode is not None else 0))
 
     async def _discard_output(self) -> None:
         stdout = self.process.stdout

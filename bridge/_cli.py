@@ -386,8 +386,8 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         env[name] = value
     if options.cwd is not None and not os.path.isdir(options.cwd):
         raise ConfigError(f"--cwd {options.cwd!r}: not a directory")
-    spec = ChildSpec(argv=tuple(command), name=options.name, env=env,
-                     pass_env=tuple(options.pass_env), cwd=options.cwd)
+    spec = ChildSpec(argv=list(command), name=options.name, env=env,
+                     pass_env=list(options.pass_env), cwd=options.cwd)
     _check_command(spec)
     limits = Limits(
         max_client_message=options.max_message,

@@ -27,7 +27,7 @@ class PeekedChannel(MessageChannel):
     def peer(self) -> PeerInfo:
         return self._channel.peer
 
-    @property  # type: ignore[override]
+    @property
     def send_timeout(self) -> float | None:
         return self._channel.send_timeout
 

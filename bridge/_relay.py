@@ -39,6 +39,7 @@ from channels import (
     MessageTooLarge,
     ProtocolError,
     SendTimeout,
+    is_request_id,
     kind,
     receive_batch,
 )
@@ -241,7 +242,8 @@ class Relay:
         if message_kind is Kind.NOTIFICATION:
             if message["method"] == "notifications/cancelled":
                 params = message.get("params")
-                if isinstance(params, dict) and self._in_flight.cancel(params.get("requestId")):
+                cancelled = params.get("requestId") if isinstance(params, dict) else None
+                if is_request_id(cancelled) and self._in_flight.cancel(cancelled):
                     self._check_idle()
             return True
         # A response: only to a request the child sent to this client.

@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
@@ -124,11 +125,14 @@ TOOLS = [
 ]
 
 
+JSON = dict[str, Any]
+
+
 class ToolError(Exception):
     """A tool call whose arguments are wrong: reported as an error result, as MCP asks."""
 
 
-def text_result(text: str) -> dict:
+def text_result(text: str) -> JSON:
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
@@ -137,11 +141,11 @@ class Server:
         self.options = options
         self.requests_seen = 0
         self.replies_sent = 0
-        self.grandchildren: list[subprocess.Popen] = []
+        self.grandchildren: list[subprocess.Popen[bytes]] = []
         self.deferred: list[bytes] = []  # lines read while a tool waited for a client's answer
         self.asks = 0
         self.initializes = 0
-        self.cancelled: list = []  # requestIds of the notifications/cancelled received
+        self.cancelled: list[Any] = []  # requestIds of the notifications/cancelled received
 
     def feed(self, line: bytes) -> None:
         line = line.strip()
@@ -151,7 +155,7 @@ class Server:
             self.handle_line(self.deferred.pop(0))
 
     # -- output -------------------------------------------------------------------------------
-    def write(self, message: dict) -> None:
+    def write(self, message: JSON) -> None:
         junk_every = self.options.junk_every
         if junk_every and "id" in message and (self.replies_sent + 1) % junk_every == 0:
             sys.stdout.buffer.write(b"this line is not JSON-RPC\n")
@@ -165,10 +169,10 @@ class Server:
                 os.close(1)
                 time.sleep(3600)
 
-    def reply(self, request_id, result: dict) -> None:
+    def reply(self, request_id: Any, result: JSON) -> None:
         self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def error(self, request_id, code: int, message: str, data=None) -> None:
+    def error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
         error = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
@@ -220,7 +224,7 @@ class Server:
                 result.setdefault("resultType", "complete")
             self.reply(request_id, result)
 
-    def on_initialize(self, params: dict, request_id) -> dict | None:
+    def on_initialize(self, params: JSON, request_id: Any) -> JSON | None:
         self.initializes += 1
         requested = params.get("protocolVersion")
         if self.options.era == "modern":  # versioning.mdx: name the supported versions
@@ -235,7 +239,7 @@ class Server:
             "serverInfo": SERVER_INFO,
         }
 
-    def on_server_discover(self, params: dict, request_id) -> dict:
+    def on_server_discover(self, params: JSON, request_id: Any) -> JSON:
         return {
             "resultType": "complete",
             "supportedVersions": list(MODERN_VERSIONS),
@@ -245,13 +249,13 @@ class Server:
             "cacheScope": "public",
         }
 
-    def on_ping(self, params: dict, request_id) -> dict:
+    def on_ping(self, params: JSON, request_id: Any) -> JSON:
         return {}
 
-    def on_tools_list(self, params: dict, request_id) -> dict:
+    def on_tools_list(self, params: JSON, request_id: Any) -> JSON:
         return {"tools": TOOLS}
 
-    def on_tools_call(self, params: dict, request_id) -> dict:
+    def on_tools_call(self, params: JSON, request_id: Any) -> JSON:
         name = params.get("name")
         arguments = params.get("arguments") or {}
         if name == "echo":
@@ -295,7 +299,7 @@ class Server:
         raise ToolError(f"Unknown tool: {name}")
 
 
-    def on_subscriptions_listen(self, params: dict, request_id) -> dict:
+    def on_subscriptions_listen(self, params: JSON, request_id: Any) -> JSON:
         """2026-07-28 subscriptions: acknowledge, send one tagged update, end at once."""
         tag = {"io.modelcontextprotocol/subscriptionId": request_id}
         self.write({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
@@ -320,7 +324,7 @@ class Server:
         return "no answer: stdin closed"
 
 
-def is_modern(params: dict) -> bool:
+def is_modern(params: JSON) -> bool:
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
 

@@ -101,8 +101,6 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
       cancel scope around every send: the deadline is only armed when a send has to wait).
     """
 
-    __slots__ = ()
-
     send_timeout: float | None = None
     """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.
     Implementations that do not support it leave it ``None``."""

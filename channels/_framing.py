@@ -58,8 +58,10 @@ class LineFramer:
         self._buffer = bytearray()
         self._discarding = False
 
-    def feed(self, data: bytes) -> list[bytes | Oversized]:
+    def feed(self, data: bytes | bytearray) -> list[bytes | Oversized]:
         """Add input; return every item it completes (possibly none)."""
+        if isinstance(data, bytearray):
+            data = bytes(data)  # (trio's sockets and pipes return bytes: no copy there)
         items: list[bytes | Oversized] = []
         if self._discarding:
             end = data.find(b"\n")

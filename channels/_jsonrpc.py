@@ -35,7 +35,7 @@ import enum
 import json
 import math
 import re
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import orjson
 
@@ -73,7 +73,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 # The C scanner behind _DECODER: JSONDecoder.decode wraps it in Python (whitespace skipping, error
 # positions) that costs a microsecond a message; lines without surrounding whitespace, nearly all of
 # them, go to the scanner directly and everything else through decode() for its exact errors.
-_SCAN = _DECODER.scan_once
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
 def decode(line: bytes) -> JSONObject:
@@ -132,7 +132,7 @@ def encode(message: JSONObject) -> bytes:
         return _ENCODER.encode(message).encode("utf-8") + b"\n"
 
 
-def is_request_id(value: Any) -> bool:
+def is_request_id(value: Any) -> TypeGuard[RequestId]:
     """Whether ``value`` can be a request id (``int`` but not ``bool``, or ``str``)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 

@@ -153,13 +153,14 @@ class WebSocketChannel(MessageChannel):
             self._end = self._ending()
 
     def _frame(self, frame: Frame) -> None:
+        data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
         if frame.opcode is Opcode.TEXT:
             if frame.fin:
-                self._messages.append(frame.data)
+                self._messages.append(data)
             else:
-                self._fragments = [frame.data]
+                self._fragments = [data]
         elif frame.opcode is Opcode.CONT and self._fragments is not None:
-            self._fragments.append(frame.data)
+            self._fragments.append(data)
             if frame.fin:
                 self._messages.append(b"".join(self._fragments))
                 self._fragments = None
@@ -171,14 +172,14 @@ class WebSocketChannel(MessageChannel):
     def _ending(self) -> Exception:
         """What ``receive`` raises once the protocol has left the OPEN state."""
         protocol = self._protocol
-        if protocol.close_rcvd is not None and protocol.close_sent is None \
-                or protocol.close_rcvd_then_sent:
-            code, reason = protocol.close_rcvd.code, protocol.close_rcvd.reason
+        received, sent = protocol.close_rcvd, protocol.close_sent
+        if received is not None and (sent is None or protocol.close_rcvd_then_sent):
+            code, reason = received.code, received.reason
             if code in ORDERLY_CLOSE_CODES:
                 return trio.EndOfChannel()
             return trio.BrokenResourceError(f"closed by the peer with {code} {reason}".rstrip())
-        if protocol.close_sent is not None:  # this side failed the connection (1007, 1009...)
-            code, reason = protocol.close_sent.code, protocol.close_sent.reason
+        if sent is not None:  # this side failed the connection (1007, 1009...)
+            code, reason = sent.code, sent.reason
             return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
         return trio.BrokenResourceError("connection lost without a close frame")
 
