@@ -364,8 +364,16 @@ class WebSocketListener(MessageListener):
         return self._address
 
     async def accept(self) -> Incoming:
-        stream = await self._listener.accept()
-        host, port = stream.socket.getpeername()[:2]
+        while True:
+            stream = await self._listener.accept()
+            try:
+                host, port = stream.socket.getpeername()[:2]
+                break
+            except OSError as exc:
+                # The peer reset the connection before it was accepted (ENOTCONN): skip it. An
+                # OSError out of accept() would end trio.serve_listeners, and the daemon with it.
+                logger.debug("dropped a connection reset before it was accepted: %s", exc)
+                await trio.aclose_forcefully(stream)
         peer = PeerInfo(self._endpoint.transport, format_host_port(host, port))
         wrapped: trio.abc.Stream = stream
         if self._ssl_context is not None:
