@@ -455,6 +455,8 @@ class SharedChild:
     async def _drain_when_stopping(self, client: _Client, scope: trio.CancelScope) -> None:
         await self.stopping.wait()
         await self._drain(client, self.limits.drain_timeout, "shutting-down")
+        if client.ending is None:
+            client.ending = "shutting-down"  # not "client-closed": the bridge ended it (WS 1001)
         scope.cancel()
 
     async def _drain(self, client: _Client, timeout: float, reason: str) -> None:
