@@ -11,7 +11,9 @@ a text frame with one JSON-RPC message      delivered
 a text frame with anything else             a JSON-RPC error (``receive`` raises
                                             :class:`~channels.ProtocolError`), as on any channel
 a binary frame                              close 1003 (unsupported data)
-invalid UTF-8 in a text frame               close 1007 (wsproto)
+invalid UTF-8 in a text frame               the connection is cut: wsproto reports 1007, but
+                                            trio-websocket 0.12 sends no close frame (the
+                                            peer sees 1006)
 a message over ``max_message_bytes``        close 1009 (message too big)
 no pong within ``ping_timeout`` of a ping   close 1011, and the channel is broken
 ==========================================  ================================================
