@@ -93,6 +93,12 @@ class _Client:
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     ending: str | None = None
     drained: bool = False
+    sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
+
+    @property
+    def unsent(self) -> bool:
+        """Messages queued for this client, or taken by its writer and still being written."""
+        return bool(self.outbox) or self.sending
 
 
 @attrs.define(eq=False)
@@ -407,9 +413,9 @@ class SharedChild:
             batch = [message for message, _ in client.outbox]
             client.outbox.clear()
             client.outbox_bytes = 0
+            client.sending = True
             try:
                 await client.channel.send_many(batch)
-                client.changed.set()
             except SendTimeout:
                 self._drop(client, "client-too-slow",
                            f"it read nothing for {self.limits.send_timeout}s")
@@ -417,6 +423,9 @@ class SharedChild:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._drop(client, "client-disconnected", "connection lost")
                 return
+            finally:
+                client.sending = False
+            client.changed.set()
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -446,6 +455,8 @@ class SharedChild:
     async def _drain_when_stopping(self, client: _Client, scope: trio.CancelScope) -> None:
         await self.stopping.wait()
         await self._drain(client, self.limits.drain_timeout, "shutting-down")
+        if client.ending is None:
+            client.ending = "shutting-down"  # not "client-closed": the bridge ended it (WS 1001)
         scope.cancel()
 
     async def _drain(self, client: _Client, timeout: float, reason: str) -> None:
@@ -454,14 +465,14 @@ class SharedChild:
         if client.drained:
             return
         with trio.move_on_after(timeout):
-            while self._router.in_flight(client.key) or client.outbox:
+            while self._router.in_flight(client.key) or client.unsent:
                 client.changed = trio.Event()
                 await client.changed.wait()
         client.drained = True
         self.fail_client(client.key, reason)
-        if client.outbox:
+        if client.unsent:
             with trio.move_on_after(self.limits.send_timeout):
-                while client.outbox:
+                while client.unsent:
                     client.changed = trio.Event()
                     await client.changed.wait()
 
@@ -522,7 +533,7 @@ class SharedChild:
             "too-many-invalid-messages"
         self.fail_client(client.key, reason, INVALID_REQUEST)  # as the per-connection relay does
         with trio.move_on_after(self.limits.send_timeout):
-            while client.outbox:
+            while client.unsent:
                 client.changed = trio.Event()
                 await client.changed.wait()
         self._drop(client, reason, str(error))

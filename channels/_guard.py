@@ -61,10 +61,13 @@ def header_values(headers: Headers, name: bytes) -> list[bytes]:
 
 def hostname_of(host: str) -> str:
     """The host name in a ``Host`` value or origin authority, lower-case, without port or
-    brackets: ``"[::1]:7301"`` → ``"::1"``, ``"LocalHost."`` → ``"localhost"``."""
+    brackets: ``"[::1]:7301"`` → ``"::1"``, ``"LocalHost."`` → ``"localhost"``. A bare IPv6
+    address (a bind address, an ``--allow-host``) has no port: ``"2001:db8::5"`` stays whole."""
     host = host.strip().lower()
     if host.startswith("["):
         name = host[1:host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") > 1:
+        name = host
     else:
         name, colon, port = host.rpartition(":")
         if not colon or not port.isdigit():

@@ -76,18 +76,24 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
-def decode(line: bytes) -> JSONObject:
+def decode(line: bytes | str) -> JSONObject:
     """Decode and validate one line (without its newline) as a JSON-RPC message.
+
+    ``line`` is UTF-8 bytes, or text already decoded (a WebSocket text frame, whose UTF-8 the
+    channel checked itself, since invalid UTF-8 there ends the connection).
 
     Raises:
         ParseError: the line is not acceptable JSON.
         InvalidMessage: it is JSON, but not one JSON-RPC 2.0 message. ``request_id`` is set when the
             message had a usable id, so the error reply can name it.
     """
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(f"not UTF-8 (byte {exc.start})") from None
+    if isinstance(line, str):
+        text = line
+    else:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"not UTF-8 (byte {exc.start})") from None
     try:
         try:
             message, end = _SCAN(text, 0)
@@ -101,7 +107,7 @@ def decode(line: bytes) -> JSONObject:
         raise ParseError(f"invalid JSON: {exc}") from None
     # A lone surrogate can only come from a \uD8xx-\uDFxx escape; one memchr for a backslash
     # spares the check to lines without any escape (most lines, and most large ones).
-    if b"\\" in line and _has_lone_surrogate(message):
+    if "\\" in text and _has_lone_surrogate(message):
         raise ParseError("string holds a lone UTF-16 surrogate")
     validate(message)
     return message  # type: ignore[no-any-return]

@@ -104,8 +104,16 @@ async def accept_tcp(listener: trio.SocketListener, transport: str,
                      ) -> tuple[trio.abc.Stream, PeerInfo]:
     """Accept one connection: the stream (TLS-wrapped, handshake not yet done, with an
     ``ssl_context``) and what is known of the peer."""
-    stream = await listener.accept()
-    host, port = stream.socket.getpeername()[:2]
+    while True:
+        stream = await listener.accept()
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            break
+        except OSError as exc:
+            # The peer reset the connection before it was accepted (ENOTCONN): skip it. An
+            # OSError out of accept() would end trio.serve_listeners, and the daemon with it.
+            logger.debug("dropped a connection reset before it was accepted: %s", exc)
+            await trio.aclose_forcefully(stream)
     peer = PeerInfo(transport, format_host_port(host, port))
     if ssl_context is None:
         return stream, peer

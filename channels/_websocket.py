@@ -40,6 +40,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
 from ._address import (
@@ -65,7 +66,21 @@ logger = logging.getLogger("channels.websocket")
 wire_logger = logging.getLogger("channels.websocket.wire")
 wire_logger.setLevel(logging.WARNING)
 
-SUBPROTOCOL = "mcp"
+
+class _RedactCredentials(logging.Filter):
+    """At DEBUG, websockets logs every handshake header (``"< %s: %s"``): never the token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) \
+                and args[0].lower() in ("authorization", "cookie", "proxy-authorization"):
+            record.args = (args[0], "[redacted]")
+        return True
+
+
+wire_logger.addFilter(_RedactCredentials())
+
+SUBPROTOCOL = Subprotocol("mcp")
 
 
 @contextmanager
@@ -301,13 +316,14 @@ class _WebSocketAddress(Address):
             status = failure.response.status_code
             error = AccessDenied if status in (401, 403) else ConnectError
             raise error(f"{self}: upgrade refused with HTTP {status}"
-                        + _rejection_detail(failure.response.body))
+                        + _rejection_detail(bytes(failure.response.body)))
         if failure is not None:
             raise ConnectError(f"{self}: not a WebSocket server: {failure}")
         return protocol
 
 
-def _select_subprotocol(protocol: ServerProtocol, offered: Sequence[str]) -> str | None:
+def _select_subprotocol(protocol: ServerProtocol,
+                        offered: Sequence[Subprotocol]) -> Subprotocol | None:
     """``mcp`` if the client offers it; otherwise no subprotocol (not a refusal)."""
     return SUBPROTOCOL if SUBPROTOCOL in offered else None
 

@@ -76,7 +76,7 @@ class WebSocketChannel(MessageChannel):
         self.max_message_bytes = max_message_bytes
         self.send_timeout: float | None = None
         self._send_fd = send_fd_getter(stream)
-        self._messages: deque[bytes] = deque()
+        self._messages: deque[str] = deque()
         self._fragments: list[bytes] | None = None
         self._end: Exception | None = None  # what receive raises once the messages run out
         self._closed = False
@@ -136,7 +136,8 @@ class WebSocketChannel(MessageChannel):
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             if self._closed:
                 raise trio.ClosedResourceError("channel was closed") from None
-            self._end = trio.BrokenResourceError(f"connection lost: {exc}")
+            if self._end is None:
+                self._end = trio.BrokenResourceError(f"connection lost: {exc}")
             return
         finally:
             self._waiting_since = None
@@ -146,7 +147,7 @@ class WebSocketChannel(MessageChannel):
         else:
             self._protocol.receive_eof()
         for event in self._protocol.events_received():
-            if isinstance(event, Frame):
+            if isinstance(event, Frame) and self._end is None:
                 self._frame(event)
         await self._flush()
         if self._end is None and self._protocol.state is not State.OPEN:
@@ -156,18 +157,26 @@ class WebSocketChannel(MessageChannel):
         data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
         if frame.opcode is Opcode.TEXT:
             if frame.fin:
-                self._messages.append(data)
+                self._text(data)
             else:
                 self._fragments = [data]
         elif frame.opcode is Opcode.CONT and self._fragments is not None:
             self._fragments.append(data)
             if frame.fin:
-                self._messages.append(b"".join(self._fragments))
+                self._text(b"".join(self._fragments))
                 self._fragments = None
         elif frame.opcode is Opcode.BINARY or frame.opcode is Opcode.CONT:
             self._protocol.fail(CloseReason.UNSUPPORTED_DATA.value,
                                 "binary frames are not accepted: send JSON-RPC as text")
             self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
+
+    def _text(self, data: bytes) -> None:
+        """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8."""
+        try:
+            self._messages.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            self._protocol.fail(1007, "invalid UTF-8 in a text frame")
+            self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
 
     def _ending(self) -> Exception:
         """What ``receive`` raises once the protocol has left the OPEN state."""
@@ -306,20 +315,21 @@ class WebSocketChannel(MessageChannel):
             if (self.bytes_received == received and waiting is not None
                     and waiting <= pinged_at and not self._closed):
                 logger.info("%s: no pong within %gs; closing", self._peer, timeout)
-                self._end = trio.BrokenResourceError("the peer did not answer a ping")
-                await self._close(CloseReason.INTERNAL_ERROR, "keepalive ping timeout")
+                self._end = trio.BrokenResourceError("the peer did not answer a keepalive ping")
+                await self._close(CloseReason.INTERNAL_ERROR, "keepalive ping timeout",
+                                  by_owner=False)
                 return
 
     async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
-        await self._close(reason, detail)
+        await self._close(reason, detail, by_owner=True)
 
     async def aclose(self) -> None:
         await self.aclose_with(CloseReason.NORMAL)
 
-    async def _close(self, reason: CloseReason, detail: str) -> None:
+    async def _close(self, reason: CloseReason, detail: str, *, by_owner: bool) -> None:
         """Send a close frame if the connection is still open, and close the stream, whatever
         happens (cancellation included).
 
@@ -327,8 +337,13 @@ class WebSocketChannel(MessageChannel):
         TCP; waiting would hold every close up for a peer that no task reads). What has already
         arrived is read first, so that closing does not reset the connection (RST) and throw
         away the close frame before the peer reads it.
+
+        ``by_owner``: the channel's owner closed it (operations then raise
+        ``ClosedResourceError``); otherwise the channel broke (keepalive) and raise ``_end``.
         """
-        self._closed = True
+        self._closed = self._closed or by_owner
+        if self._end is None:
+            self._end = trio.BrokenResourceError(f"closed with {reason.value} {detail}".rstrip())
         try:
             if self._sending or self._write_broken:
                 return  # a send is stuck mid-frame: no close frame can follow it
