@@ -30,7 +30,7 @@ def _us(value) -> str:
 def _string_ids(result: dict) -> str:
     if result["intact"]:
         return "yes"
-    pairs = zip(result["sent"], result["returned"])
+    pairs = zip(result["sent"], result["returned"], strict=False)
     changed = [f"{sent!r} → {json.dumps(got)}" for sent, got in pairs if sent != got]
     return "no: " + ", ".join(changed)
 
@@ -57,7 +57,8 @@ def columns(counts) -> tuple[list, list, list]:
         (f"pipelined calls/s (×{counts.pipeline_window})", "pipelined", lambda r: f"{r['calls_per_s']:,.0f}"),
     ]
     for size in counts.large_sizes:
-        speed.append((f"{size >> 20} MiB echo ms", f"echo_{size >> 20}MiB", lambda r: f"{r['median_ms']:.1f}"))
+        speed.append((f"{size >> 20} MiB echo ms", f"echo_{size >> 20}MiB",
+                      lambda r: f"{r['median_ms']:.1f}"))
     speed += [
         (f"{clients} clients wall s", "concurrent", lambda r: f"{r['wall_s']:.2f}"),
         (f"{clients} clients calls/s", "concurrent", lambda r: f"{r['calls_per_s']:,.0f}"),

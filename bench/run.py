@@ -10,11 +10,13 @@ but in ``bridge-shared`` and the supergateway rows):
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
 * ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
 * ``socat-tcp``    ``socat TCP-LISTEN:PORT,bind=127.0.0.1,reuseaddr,fork,backlog=128 EXEC:...``;
-* ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB --max-child-message 32MiB -- ...``;
+* ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB
+                   --max-child-message 32MiB -- ...``;
 * ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log);
 * ``bridge-shared`` ``bridge-unix`` with ``--child shared``: one example server for every session;
 * ``bridge-prespawn`` ``bridge-unix`` with ``--prespawn 8``;
-* ``bridge-ws``    ``bridge-unix`` with ``--listen ws://127.0.0.1:0/`` (WebSocket, one text frame per message);
+* ``bridge-ws``    ``bridge-unix`` with ``--listen ws://127.0.0.1:0/`` (WebSocket, one text frame
+                   per message);
 * ``bridge-tls``   ``bridge-unix`` with ``--listen tls:127.0.0.1:0 --tls-cert CERT --tls-key KEY``
   (certificates made for the run with trustme, in a temporary directory);
 * ``supergateway-ws`` supergateway's stdio→WebSocket mode (one example server for every session),
@@ -115,7 +117,7 @@ def run_row(name: str, counts: Counts, cores: int) -> dict:
     print(f"[{name}] starting", file=sys.stderr, flush=True)
     try:
         target.start()
-    except Exception as error:  # noqa: BLE001 - reported in the table
+    except Exception as error:
         message = f"did not start: {describe(error)}"
         row["results"] = {key: {"error": message} for key, _ in steps}
     else:
@@ -135,7 +137,7 @@ def _run_step(target, key: str, measure) -> dict:
     started = time.monotonic()
     try:
         result = measure(target)
-    except Exception as error:  # noqa: BLE001 - reported in the table
+    except Exception as error:
         result = {"error": describe(error)}
     result["scenario_s"] = round(time.monotonic() - started, 3)
     return result

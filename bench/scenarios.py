@@ -200,7 +200,8 @@ def pipelined(target, counts: Counts, cores: int) -> dict:
         "window": counts.pipeline_window,
         "wall_s": wall,
         "calls_per_s": total / wall,
-        "cpu_us_per_call": {k: None if v is None else v / total * 1e6 for k, v in cpu.items() if k != "other"},
+        "cpu_us_per_call": {k: None if v is None else v / total * 1e6
+                            for k, v in cpu.items() if k != "other"},
         "busy_fraction": busy,
         "bottleneck": _bottleneck(busy, cores),
         "relay_processes": len(after["relay"]),

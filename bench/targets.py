@@ -183,7 +183,8 @@ class RelayTarget:
             "tls": f"tls:{LOOPBACK}:0",
         }[self.transport]
         certificates = self.certificates
-        tls = ("--tls-cert", certificates.cert_path, "--tls-key", certificates.key_path) if certificates else ()
+        tls = (("--tls-cert", certificates.cert_path, "--tls-key", certificates.key_path)
+               if certificates else ())
         return [
             PYTHON, "-m", "bridge", "--listen", listen,
             "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
@@ -276,7 +277,8 @@ class RelayTarget:
             try:
                 status = self.proc.wait(STOP_TIMEOUT_S)
                 if self.kind == "bridge":
-                    notes.append(f"SIGTERM: exited with status {status} in {time.monotonic() - started:.2f} s")
+                    elapsed = time.monotonic() - started
+                    notes.append(f"SIGTERM: exited with status {status} in {elapsed:.2f} s")
             except subprocess.TimeoutExpired:
                 notes.append(f"did not exit within {STOP_TIMEOUT_S:g} s of SIGTERM; killed")
                 self.proc.kill()
@@ -315,7 +317,8 @@ def ensure_supergateway() -> None:
         npm = shutil.which("npm")
         if npm is None:
             raise BenchError("npm not found: supergateway cannot be installed (it needs Node.js and npm)")
-        print(f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}", file=sys.stderr, flush=True)
+        print(f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}",
+              file=sys.stderr, flush=True)
         try:
             result = subprocess.run(
                 [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
@@ -347,7 +350,8 @@ class SupergatewayTarget(RelayTarget):
         self.ws_path = SUPERGATEWAY_WS_PATH
 
     def _command(self) -> list[str]:
-        return [shutil.which("node") or "node", str(SUPERGATEWAY_ENTRY), "--stdio", shlex.join(SERVER_COMMAND),
+        return [shutil.which("node") or "node", str(SUPERGATEWAY_ENTRY),
+                "--stdio", shlex.join(SERVER_COMMAND),
                 "--outputTransport", "ws", "--port", str(self.port),
                 *(("--logLevel", "none") if self.quiet else ())]  # fmt: skip
 
@@ -365,7 +369,8 @@ class SupergatewayTarget(RelayTarget):
                 raise BenchError(f"supergateway exited (status {self.proc.returncode}) before listening: "
                                  f"{self._last_line()}")  # fmt: skip
             if time.monotonic() > deadline:
-                raise BenchError(f"supergateway did not listen on port {self.port} within {READY_TIMEOUT_S:g} s")
+                raise BenchError(f"supergateway did not listen on port {self.port} "
+                                 f"within {READY_TIMEOUT_S:g} s")
             time.sleep(READY_POLL_S)
 
     def relay_pids(self) -> list[int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import select
-from typing import Callable
+from collections.abc import Callable
 
 READ_SIZE = 1 << 18  # bytes per os.read(): big, so a 16 MiB reply needs few system calls
 IDLE_TIMEOUT_S = 10.0  # give up when no byte moves for this long (a hung relay fails, never hangs)
@@ -97,7 +97,7 @@ def mismatch(expected_id: object, got_id: object, expected_text: str, got_text: 
         return BenchError(f"reply id {got_id!r} where {expected_id!r} was expected")
     if not isinstance(got_text, str):
         return BenchError(f"echoed text is a {type(got_text).__name__}, not a string")
-    where = next((i for i, (a, b) in enumerate(zip(expected_text, got_text)) if a != b), None)
+    where = next((i for i, (a, b) in enumerate(zip(expected_text, got_text, strict=False)) if a != b), None)
     where = min(len(expected_text), len(got_text)) if where is None else where
     return BenchError(
         f"echoed text differs at char {where} (sent {len(expected_text)} chars, got {len(got_text)})"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import grp
 import logging
-import pwd
 import os
+import pwd
 import shutil
 import signal
 import sys
@@ -37,8 +37,8 @@ from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
 from ._daemon import Daemon, ServeConfig
 from ._errors import ChildStartError, ConfigError
-from ._supervisor import CrashLoop, RestartPolicy
 from ._limits import Limits, parse_duration, parse_size
+from ._supervisor import CrashLoop, RestartPolicy
 
 logger = logging.getLogger("bridge")
 
@@ -128,7 +128,8 @@ def _mode(text: str) -> int:
     try:
         mode = int(text, 8)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected octal permission bits such as 0600, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected octal permission bits such as 0600, got {text!r}") from None
     if mode & ~0o777 or mode & 0o007:
         raise argparse.ArgumentTypeError(
             f"{text}: socket mode must be within 0770 (no access for others); use 0600 or 0660")
@@ -499,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = build_serve_config(options, command)
         return trio.run(serve, config)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: report, choose the code
+    except Exception as exc:
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, CrashLoop) for leaf in leaves):
             logger.error("%s", next(leaf for leaf in leaves if isinstance(leaf, CrashLoop)))
@@ -519,4 +520,5 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_CRASH_LOOP", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_CRASH_LOOP", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE",
+           "main"]

@@ -36,6 +36,7 @@ from channels import (
 )
 
 from ._child import ChildProcess, ChildSpec, open_child
+from ._eras import Era, probe_era
 from ._errors import (
     CONNECTION_CLOSED,
     TOO_MANY_CONNECTIONS,
@@ -44,7 +45,6 @@ from ._errors import (
     error_response,
 )
 from ._limits import Limits
-from ._eras import Era, probe_era
 from ._peeked import PeekedChannel
 from ._pool import ChildPool
 from ._relay import BATCH, Relay

@@ -30,11 +30,11 @@ __all__ = [
     "TOO_MANY_CONNECTIONS",
     "TOO_MANY_REQUESTS",
     "UNAUTHORIZED",
-    "close_reason",
     "BridgeError",
-    "bad_input_reply",
     "ChildStartError",
     "ConfigError",
+    "bad_input_reply",
+    "close_reason",
     "error_response",
 ]
 

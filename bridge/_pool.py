@@ -10,7 +10,7 @@ Each of the N slots is a loop that starts a *keeper* task per child. The keeper 
 connection owns this one: it relays, then stops it in MCP order exactly as it stops a child it
 started itself (``ChildProcess.stop`` is idempotent), and releases the lease, which ends the keeper.
 A child that exits while it waits to be taken is logged and replaced after ``RESPAWN_DELAY``.
-""" 
+"""
 
 from __future__ import annotations
 

@@ -54,11 +54,11 @@ from channels import (
 from ._child import ChildProcess, ChildSpec, describe_exit
 from ._errors import (
     CONNECTION_CLOSED,
-    ChildStartError,
     INVALID_REQUEST,
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
     TOO_MANY_REQUESTS,
+    ChildStartError,
     bad_input_reply,
     error_response,
 )

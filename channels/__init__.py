@@ -39,9 +39,9 @@ from ._errors import (
     SendTimeout,
 )
 from ._framing import LineFramer, Oversized
+from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming, StreamListener
 from ._serve import connect, open_listeners, serve
-from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._stdio import StdioAddress, open_stdio_stream
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
 from ._tcp import TcpAddress
@@ -52,10 +52,11 @@ from ._wschannel import WebSocketChannel
 
 __all__ = [
     "AUTHENTICATE_METHOD",
-    "AccessDenied",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "INVALID_REQUEST",
     "PARSE_ERROR",
+    "UNAUTHORIZED",
+    "AccessDenied",
     "Address",
     "AddressError",
     "CloseReason",
@@ -77,9 +78,9 @@ __all__ = [
     "ParseError",
     "PeerInfo",
     "ProtocolError",
-    "SendTimeout",
     "RequestId",
     "SecureWebSocketAddress",
+    "SendTimeout",
     "StdioAddress",
     "StreamChannel",
     "StreamIncoming",
@@ -87,7 +88,6 @@ __all__ = [
     "TcpAddress",
     "TlsAddress",
     "TokenSet",
-    "UNAUTHORIZED",
     "UnixAddress",
     "WebSocketAddress",
     "WebSocketChannel",
@@ -104,10 +104,10 @@ __all__ = [
     "open_stdio_stream",
     "parse_address",
     "receive_batch",
+    "register_address_kind",
+    "serve",
     "tokens_from_credential",
     "tokens_from_env",
     "tokens_from_file",
-    "register_address_kind",
-    "serve",
     "validate",
 ]

@@ -56,9 +56,9 @@ from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._guard import Rejection, RequestGuard
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import RECEIVE_SIZE
-from ._wschannel import WebSocketChannel
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import client_context, open_tls_client_stream, server_context
+from ._wschannel import WebSocketChannel
 
 logger = logging.getLogger("channels.websocket")
 # The websockets library logs every handshake at INFO; the daemon already logs each connection,

@@ -11,6 +11,7 @@ import trio.testing
 
 import channels
 from bridge import ChildSpec, ServeConfig, open_bridge
+
 from conftest import call, example_server, process_exists, result_text, wait_until_gone
 
 TIMEOUT = 20

@@ -31,6 +31,7 @@ from channels import (
     tokens_from_env,
     tokens_from_file,
 )
+
 from conftest import LineClient, call, example_server, poll, request, result_text, running_bridge
 from test_connect import connect
 
@@ -105,7 +106,7 @@ def test_an_unusable_token_file_is_refused_without_echoing_its_content(tmp_path:
     with pytest.raises(CredentialError) as raised:
         tokens_from_file(path)
     message = str(raised.value)
-    assert path in message and "secrets.token_urlsafe" in message or "RFC 6750" in message
+    assert (path in message and "secrets.token_urlsafe" in message) or "RFC 6750" in message
     for line in lines:
         if not line.startswith("#"):
             assert line.strip() not in message

@@ -17,6 +17,7 @@ import trio.testing
 
 from channels import MessageChannel, PeerInfo, StreamChannel
 from channels.testing import PairMaker, check_message_channel
+
 from conftest import TlsFiles, pair_maker
 
 # The whole suite for one kind: about 45 checks, each with its own deadline inside.

@@ -178,7 +178,7 @@ async def test_a_command_that_is_not_executable_raises_child_start_error_naming_
     script.write_text("#!/bin/sh\n")
     script.chmod(0o644)
     with trio.fail_after(TIMEOUT):
-        with pytest.raises(ChildStartError, match="not-executable.sh"):
+        with pytest.raises(ChildStartError, match=r"not-executable\.sh"):
             async with open_child(ChildSpec((str(script),)), FAST_STOP):
                 pytest.fail("the block must not run")  # pragma: no cover
 

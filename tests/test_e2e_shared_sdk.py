@@ -33,12 +33,13 @@ from typing import Any, Self
 import attrs
 import pytest
 import trio
-from conftest import BridgeProcess, bridge_process
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCNotification, JSONRPCRequest
 from test_e2e_sdk import PYTHON, REPO, SDK_SERVER, TEST_TIMEOUT, _bare_errors, _read_all
+
+from conftest import BridgeProcess, bridge_process
 
 LEGACY = ("legacy", "2025-11-25")  # (Client mode, the protocol version it ends up with)
 MODERN = ("2026-07-28", "2026-07-28")

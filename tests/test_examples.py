@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from channels.testing import check_message_channel
+
 from conftest import REPO, pair_maker, reap
 
 TIMEOUT = 30

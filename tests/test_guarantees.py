@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from bridge import Limits, Relay
+
 from conftest import (
     LineClient,
     bridge_process,

@@ -26,6 +26,7 @@ from channels import (
     UnixAddress,
     parse_address,
 )
+
 from conftest import channel_pair
 
 TIMEOUT = 10
@@ -223,7 +224,7 @@ async def test_accepted_unix_channels_carry_the_peers_credentials(sock_dir: Path
     path = sock_dir / "mcp.sock"
     with trio.fail_after(TIMEOUT):
         async with listening(f"unix:{path}") as listener:
-            async with channel_pair(listener) as (client, server):
+            async with channel_pair(listener) as (_client, server):
                 peer = server.peer
                 assert peer.transport == "unix"
                 assert (peer.pid, peer.uid, peer.gid) == (os.getpid(), os.getuid(), os.getgid())

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from channels import ListenOptions
+
 from conftest import LineClient, example_server, result_text, running_bridge
 
 TIMEOUT = 20

@@ -16,7 +16,6 @@ import trio.testing
 from bridge import ChildSpec, Limits, Relay
 from channels import StreamChannel
 
-
 # A hang here would spin the virtual clock forever; this turns it into a failure instead.
 VIRTUAL_DEADLINE = 3600
 
@@ -122,7 +121,7 @@ async def test_the_drain_deadline_answers_requests_still_in_flight(autojump_cloc
 
 
 async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(autojump_clock):
-    relay, client, child = make_relay(Limits(send_timeout=30), lockstep_client=True)
+    relay, _client, child = make_relay(Limits(send_timeout=30), lockstep_client=True)
     with trio.fail_after(VIRTUAL_DEADLINE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_then_close, relay)
@@ -171,7 +170,7 @@ async def test_a_cancelled_request_is_not_answered_again_when_the_child_exits(au
 
 
 async def test_a_client_that_does_not_read_makes_the_bridge_stop_reading_its_child():
-    relay, client, child = make_relay(Limits(send_timeout=3600), lockstep_client=True)
+    relay, _client, child = make_relay(Limits(send_timeout=3600), lockstep_client=True)
     blob = {"jsonrpc": "2.0", "method": "notifications/message",
             "params": {"level": "info", "data": "x" * (256 << 10)}}
     with trio.fail_after(60):

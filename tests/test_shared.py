@@ -11,6 +11,7 @@ import trio
 
 from bridge import Limits
 from bridge._supervisor import RestartPolicy
+
 from conftest import (
     LineClient,
     bridge_process,

@@ -17,6 +17,7 @@ from channels import (
     TlsAddress,
     parse_address,
 )
+
 from conftest import TlsFiles, call, channel_pair, example_server, poll, result_text, running_bridge
 from test_connect import connect
 
@@ -113,7 +114,7 @@ async def test_the_client_certificate_subject_is_on_the_channels_peer(tls_files:
         async with listener:
             connect_options = tls_files.connect_options(tls_cert=tls_files.client_cert,
                                                         tls_key=tls_files.client_key)
-            async with channel_pair(listener, connect_options) as (client, server):
+            async with channel_pair(listener, connect_options) as (_client, server):
                 assert server.peer.transport == "tls"
                 assert server.peer.certificate is not None
                 assert server.peer.certificate.endswith(",CN=alice")
@@ -141,7 +142,7 @@ async def test_an_unloadable_certificate_is_named_with_its_flag(tls_files: TlsFi
     with pytest.raises(ListenError, match=f"--tls-cert {bogus}"):
         await TlsAddress("127.0.0.1", 0).listen(
             ListenOptions(tls_cert=str(bogus), tls_key=tls_files.server_key))
-    with pytest.raises(ListenError, match="--tls-client-ca .*missing"):
+    with pytest.raises(ListenError, match=r"--tls-client-ca .*missing"):
         await TlsAddress("127.0.0.1", 0).listen(
             tls_files.listen_options(tls_client_ca=str(tmp_path / "missing")))
 

@@ -35,18 +35,6 @@ import trio
 import trio.testing
 import trio_websocket
 import websockets.sync.client
-from conftest import (
-    REPO,
-    TlsFiles,
-    bridge_argv,
-    bridge_process,
-    call,
-    example_server,
-    poll,
-    request,
-    result_text,
-    running_bridge,
-)
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus
 
 from bridge import Daemon, Limits
@@ -59,11 +47,24 @@ from channels import (
     PeerInfo,
     ProtocolError,
     TokenSet,
+    WebSocketChannel,
     parse_address,
 )
 from channels._guard import RequestGuard
-from channels import WebSocketChannel
 from channels._websocket import WebSocketIncoming, _Endpoint
+
+from conftest import (
+    REPO,
+    TlsFiles,
+    bridge_argv,
+    bridge_process,
+    call,
+    example_server,
+    poll,
+    request,
+    result_text,
+    running_bridge,
+)
 
 TIMEOUT = 20  # seconds for one test with real sockets and child processes
 RECV = 10  # seconds a websockets call in a thread may block (threads cannot be cancelled)
