@@ -25,7 +25,7 @@ def _stat_fields(pid: int) -> list[str] | None:
             data = file.read().decode(errors="replace")
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return data[data.rindex(")") + 2:].split()
+    return data[data.rindex(")") + 2 :].split()
 
 
 def comm(pid: int) -> str | None:

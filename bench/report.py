@@ -57,8 +57,9 @@ def columns(counts) -> tuple[list, list, list]:
         (f"pipelined calls/s (×{counts.pipeline_window})", "pipelined", lambda r: f"{r['calls_per_s']:,.0f}"),
     ]
     for size in counts.large_sizes:
-        speed.append((f"{size >> 20} MiB echo ms", f"echo_{size >> 20}MiB",
-                      lambda r: f"{r['median_ms']:.1f}"))
+        speed.append(
+            (f"{size >> 20} MiB echo ms", f"echo_{size >> 20}MiB", lambda r: f"{r['median_ms']:.1f}")
+        )
     speed += [
         (f"{clients} clients wall s", "concurrent", lambda r: f"{r['wall_s']:.2f}"),
         (f"{clients} clients calls/s", "concurrent", lambda r: f"{r['calls_per_s']:,.0f}"),

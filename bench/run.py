@@ -159,8 +159,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about a tenth of the work, for a smoke run")
     parser.add_argument("--out", metavar="FILE.json", help="also write all results as JSON")
-    parser.add_argument("--rows", default=",".join(TARGET_NAMES),
-                        help=f"comma-separated subset of: {', '.join(TARGET_NAMES)} (default: all)")
+    parser.add_argument(
+        "--rows",
+        default=",".join(TARGET_NAMES),
+        help=f"comma-separated subset of: {', '.join(TARGET_NAMES)} (default: all)",
+    )
     options = parser.parse_args(argv)
     options.rows = [name.strip() for name in options.rows.split(",") if name.strip()]
     unknown = sorted(set(options.rows) - set(TARGET_NAMES))

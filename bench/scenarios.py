@@ -111,9 +111,9 @@ def sequential(target, counts: Counts) -> dict:
     requests = [echo_call(i, text) for i, text in enumerate(texts, start=1)]
     conn = open_session(target.connect)
     try:
-        latencies = [
-            _echo_round_trip(conn, i, texts[i - 1], requests[i - 1]) for i in range(1, total + 1)
-        ][counts.warmup_calls:]
+        latencies = [_echo_round_trip(conn, i, texts[i - 1], requests[i - 1]) for i in range(1, total + 1)][
+            counts.warmup_calls :
+        ]
     finally:
         conn.close()
     return {
@@ -156,7 +156,7 @@ def _pipeline(conn, requests: list[bytes], texts: list[str], window: int) -> Non
         received += len(lines)
         refill = min(total - sent, window - (sent - received))
         if refill > 0:
-            conn.send(b"".join(requests[sent:sent + refill]))
+            conn.send(b"".join(requests[sent : sent + refill]))
             outstanding.update(range(sent + 1, sent + refill + 1))
             sent += refill
 
@@ -200,8 +200,9 @@ def pipelined(target, counts: Counts, cores: int) -> dict:
         "window": counts.pipeline_window,
         "wall_s": wall,
         "calls_per_s": total / wall,
-        "cpu_us_per_call": {k: None if v is None else v / total * 1e6
-                            for k, v in cpu.items() if k != "other"},
+        "cpu_us_per_call": {
+            k: None if v is None else v / total * 1e6 for k, v in cpu.items() if k != "other"
+        },
         "busy_fraction": busy,
         "bottleneck": _bottleneck(busy, cores),
         "relay_processes": len(after["relay"]),

@@ -174,8 +174,7 @@ class RelayTarget:
                 listen = f"TCP-LISTEN:{self.port},bind={LOOPBACK},reuseaddr,fork,backlog={LISTEN_BACKLOG}"
             return [SOCAT, "-d", "-d", listen, "EXEC:" + " ".join(SERVER_COMMAND)]
         if self.kind == "trio":
-            return [PYTHON, str(REPO / "bench" / "trio_relay.py"), self.socket_path, "--",
-                    *SERVER_COMMAND]
+            return [PYTHON, str(REPO / "bench" / "trio_relay.py"), self.socket_path, "--", *SERVER_COMMAND]
         listen = {
             "unix": f"unix:{self.socket_path}",
             "tcp": f"tcp:{LOOPBACK}:0",
@@ -183,8 +182,9 @@ class RelayTarget:
             "tls": f"tls:{LOOPBACK}:0",
         }[self.transport]
         certificates = self.certificates
-        tls = (("--tls-cert", certificates.cert_path, "--tls-key", certificates.key_path)
-               if certificates else ())
+        tls = (
+            ("--tls-cert", certificates.cert_path, "--tls-key", certificates.key_path) if certificates else ()
+        )
         return [
             PYTHON, "-m", "bridge", "--listen", listen,
             "--max-message", BRIDGE_MAX_MESSAGE, "--max-child-message", BRIDGE_MAX_MESSAGE,
@@ -317,8 +317,11 @@ def ensure_supergateway() -> None:
         npm = shutil.which("npm")
         if npm is None:
             raise BenchError("npm not found: supergateway cannot be installed (it needs Node.js and npm)")
-        print(f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}",
-              file=sys.stderr, flush=True)
+        print(
+            f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             result = subprocess.run(
                 [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
@@ -369,8 +372,9 @@ class SupergatewayTarget(RelayTarget):
                 raise BenchError(f"supergateway exited (status {self.proc.returncode}) before listening: "
                                  f"{self._last_line()}")  # fmt: skip
             if time.monotonic() > deadline:
-                raise BenchError(f"supergateway did not listen on port {self.port} "
-                                 f"within {READY_TIMEOUT_S:g} s")
+                raise BenchError(
+                    f"supergateway did not listen on port {self.port} within {READY_TIMEOUT_S:g} s"
+                )
             time.sleep(READY_POLL_S)
 
     def relay_pids(self) -> list[int]:
@@ -430,6 +434,17 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
     return RelayTarget(name, transport, kind, per_connection if kind == "bridge" else ())
 
 
-TARGET_NAMES = ("direct", "socat-unix", "socat-tcp", "trio-unix", "bridge-unix", "bridge-tcp",
-                "bridge-prespawn", "bridge-shared", "bridge-ws", "bridge-tls", "supergateway-ws",
-                "supergateway-ws-quiet")
+TARGET_NAMES = (
+    "direct",
+    "socat-unix",
+    "socat-tcp",
+    "trio-unix",
+    "bridge-unix",
+    "bridge-tcp",
+    "bridge-prespawn",
+    "bridge-shared",
+    "bridge-ws",
+    "bridge-tls",
+    "supergateway-ws",
+    "supergateway-ws-quiet",
+)

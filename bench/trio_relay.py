@@ -28,8 +28,7 @@ async def relay(source: trio.abc.ReceiveStream, sink: trio.abc.SendStream) -> No
 
 async def main(path: str, command: list[str]) -> None:
     async def handle(stream: trio.SocketStream) -> None:
-        process = await trio.lowlevel.open_process(command, stdin=subprocess.PIPE,
-                                                   stdout=subprocess.PIPE)
+        process = await trio.lowlevel.open_process(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(relay, stream, process.stdin)

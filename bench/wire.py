@@ -133,7 +133,7 @@ class Conn:
         view = memoryview(data)
         while view:
             try:
-                view = view[self._write(view):]
+                view = view[self._write(view) :]
                 continue
             except BlockingIOError:
                 pass

@@ -21,6 +21,7 @@ from ._errors import (
 )
 from ._limits import Limits
 from ._relay import Ending, Relay
+from ._supervisor import CrashLoop, RestartPolicy
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -33,11 +34,13 @@ __all__ = [
     "ChildSpec",
     "ChildStartError",
     "ConfigError",
+    "CrashLoop",
     "Daemon",
     "DaemonStatistics",
     "Ending",
     "Limits",
     "Relay",
+    "RestartPolicy",
     "ServeConfig",
     "describe_exit",
     "error_response",

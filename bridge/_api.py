@@ -18,8 +18,7 @@ def stop_budget(config: ServeConfig) -> float:
     """Seconds a graceful stop of ``config`` may take: the drain, the connections' last flush,
     and one child's stop in MCP order (children stop in parallel)."""
     limits = config.limits
-    return (limits.drain_timeout + STOP_GRACE + limits.stop_stdin_timeout
-            + limits.stop_term_timeout + 1.0)
+    return limits.drain_timeout + STOP_GRACE + limits.stop_stdin_timeout + limits.stop_term_timeout + 1.0
 
 
 @asynccontextmanager

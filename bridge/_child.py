@@ -42,8 +42,19 @@ logger = logging.getLogger("bridge.child")
 # Inherited from the bridge's environment: python-sdk's DEFAULT_INHERITED_ENV_VARS (HOME, LOGNAME,
 # PATH, SHELL, TERM, USER) plus the locale and time zone, which interpreters need to decode text and
 # print dates the way the host does. Everything else must be configured (--env, --pass-env).
-INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE",
-                 "TZ", "TMPDIR")
+INHERITED_ENV = (
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+)
 # Never passed on, even if asked for: they describe the bridge's own systemd contract, and a child
 # that adopted them would answer systemd in the bridge's name.
 FORBIDDEN_ENV_PREFIXES = ("LISTEN_", "NOTIFY_SOCKET", "WATCHDOG_")
@@ -82,8 +93,9 @@ class ChildSpec:
         names = (*INHERITED_ENV, *self.pass_env)
         environment = {name: inherited[name] for name in names if name in inherited}
         environment.update(self.env)
-        return {name: value for name, value in environment.items()
-                if not name.startswith(FORBIDDEN_ENV_PREFIXES)}
+        return {
+            name: value for name, value in environment.items() if not name.startswith(FORBIDDEN_ENV_PREFIXES)
+        }
 
 
 def describe_exit(returncode: int) -> str:
@@ -136,9 +148,14 @@ class ChildProcess:
         self.garbage_lines += 1
         allowed, suppressed = self._garbage_log.admit(trio.current_time())
         if allowed:
-            logger.warning("[%s pid %d] dropped stdout line that is not a JSON-RPC message (%s): %s%s",
-                           self.spec.name, self.pid, error, escape_for_log(error.excerpt),
-                           f" ({suppressed} more dropped)" if suppressed else "")
+            logger.warning(
+                "[%s pid %d] dropped stdout line that is not a JSON-RPC message (%s): %s%s",
+                self.spec.name,
+                self.pid,
+                error,
+                escape_for_log(error.excerpt),
+                f" ({suppressed} more dropped)" if suppressed else "",
+            )
 
     def hurry(self) -> None:
         """Make :meth:`stop` skip its grace periods and SIGKILL the group at once (the
@@ -188,24 +205,35 @@ class ChildProcess:
             await trio.aclose_forcefully(process.stdin)  # type: ignore[arg-type]
             await self._wait_exit(self.limits.stop_stdin_timeout)
             if process.returncode is None and not self._hurry.is_set():
-                logger.info("[%s pid %d] still running %.1fs after stdin closed; sending SIGTERM",
-                            self.spec.name, process.pid, self.limits.stop_stdin_timeout)
+                logger.info(
+                    "[%s pid %d] still running %.1fs after stdin closed; sending SIGTERM",
+                    self.spec.name,
+                    process.pid,
+                    self.limits.stop_stdin_timeout,
+                )
                 self._signal_group(signal.SIGTERM)
                 await self._wait_exit(self.limits.stop_term_timeout)
             if process.returncode is None:
                 if self._hurry.is_set():
-                    logger.info("[%s pid %d] stopping at once: sending SIGKILL",
-                                self.spec.name, process.pid)
+                    logger.info("[%s pid %d] stopping at once: sending SIGKILL", self.spec.name, process.pid)
                 else:
-                    logger.warning("[%s pid %d] ignored SIGTERM for %.1fs; sending SIGKILL",
-                                   self.spec.name, process.pid, self.limits.stop_term_timeout)
+                    logger.warning(
+                        "[%s pid %d] ignored SIGTERM for %.1fs; sending SIGKILL",
+                        self.spec.name,
+                        process.pid,
+                        self.limits.stop_term_timeout,
+                    )
                 self._signal_group(signal.SIGKILL)
                 await process.wait()
             self._signal_group(signal.SIGKILL)  # grandchildren left in the group
             nursery.cancel_scope.cancel()
         await trio.aclose_forcefully(self.channel)
-        logger.debug("[%s pid %d] stopped: %s", self.spec.name, process.pid,
-                     describe_exit(process.returncode if process.returncode is not None else 0))
+        logger.debug(
+            "[%s pid %d] stopped: %s",
+            self.spec.name,
+            process.pid,
+            describe_exit(process.returncode if process.returncode is not None else 0),
+        )
 
     async def _discard_output(self) -> None:
         stdout = self.process.stdout
@@ -239,9 +267,12 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
         )
     except OSError as exc:
         raise ChildStartError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}") from exc
-    assert process.stdout is not None and process.stderr is not None
-    channel = StreamChannel(process.stdio, max_message_bytes=limits.max_child_message,  # type: ignore[arg-type]
-                            peer=PeerInfo("pipe", f"pid {process.pid}"))
+    assert process.stdio is not None and process.stderr is not None
+    channel = StreamChannel(
+        process.stdio,
+        max_message_bytes=limits.max_child_message,
+        peer=PeerInfo("pipe", f"pid {process.pid}"),
+    )
     child = ChildProcess(process, channel, spec, limits)
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(spec.argv))
     body_error: BaseException | None = None

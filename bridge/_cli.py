@@ -129,17 +129,22 @@ def _mode(text: str) -> int:
         mode = int(text, 8)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected octal permission bits such as 0600, got {text!r}") from None
+            f"expected octal permission bits such as 0600, got {text!r}"
+        ) from None
     if mode & ~0o777 or mode & 0o007:
         raise argparse.ArgumentTypeError(
-            f"{text}: socket mode must be within 0770 (no access for others); use 0600 or 0660")
+            f"{text}: socket mode must be within 0770 (no access for others); use 0600 or 0660"
+        )
     return mode
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default="info",
-                        choices=["debug", "info", "warning", "error"],
-                        help="log verbosity on stderr (default: info)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr (default: info)",
+    )
     parser.add_argument("--version", action="version", version=f"mcp-bridge {_version()}")
 
 
@@ -153,81 +158,184 @@ def serve_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     schemes = ", ".join(f"{scheme}:" for scheme in address_schemes())
-    parser.add_argument("--listen", action="append", required=True, metavar="ADDRESS",
-                        help=f"where to accept clients ({schemes}); repeat for several")
+    parser.add_argument(
+        "--listen",
+        action="append",
+        required=True,
+        metavar="ADDRESS",
+        help=f"where to accept clients ({schemes}); repeat for several",
+    )
     child = parser.add_argument_group("child process")
     child.add_argument("--name", default="server", help="the server's name in logs")
-    child.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                       help="set a variable in the child's environment (repeatable)")
-    child.add_argument("--pass-env", action="append", default=[], metavar="NAME",
-                       help="pass a variable of the bridge's environment on to the child "
-                            "(repeatable; HOME, PATH, USER, LANG and a few more always are)")
+    child.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable in the child's environment (repeatable)",
+    )
+    child.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass a variable of the bridge's environment on to the child "
+        "(repeatable; HOME, PATH, USER, LANG and a few more always are)",
+    )
     child.add_argument("--cwd", metavar="DIR", help="the child's working directory")
-    child.add_argument("--child", choices=["per-connection", "shared", "auto"],
-                       default="auto",
-                       help="one child per connection, one shared by every client (supervised, "
-                            "restarted with backoff), or auto (default): probe the server with "
-                            "server/discover; legacy: per-connection; modern or dual-era: "
-                            "modern clients share one child, legacy clients get their own")
-    child.add_argument("--start", choices=["eager", "lazy"], default="eager",
-                       help="shared and auto modes: start (and probe) the child before "
-                            "accepting (eager, default) or on the first connection (lazy)")
-    child.add_argument("--restart-limit", type=_count, default=RestartPolicy().crash_limit,
-                       metavar="N", help="shared child: give up (exit 75) after more than N "
-                                         "unexpected exits within --restart-window (default: "
-                                         f"{RestartPolicy().crash_limit})")
-    child.add_argument("--restart-window", type=_duration("--restart-window"),
-                       default=RestartPolicy().crash_window, metavar="DURATION",
-                       help=f"(default: {RestartPolicy().crash_window:g}s)")
-    child.add_argument("--prespawn", type=_count, default=0, metavar="N",
-                       help="keep N children started ahead of connections, so that a new "
-                            "connection does not wait for a process start (default: 0)")
+    child.add_argument(
+        "--child",
+        choices=["per-connection", "shared", "auto"],
+        default="auto",
+        help="one child per connection, one shared by every client (supervised, "
+        "restarted with backoff), or auto (default): probe the server with "
+        "server/discover; legacy: per-connection; modern or dual-era: "
+        "modern clients share one child, legacy clients get their own",
+    )
+    child.add_argument(
+        "--start",
+        choices=["eager", "lazy"],
+        default="eager",
+        help="shared and auto modes: start (and probe) the child before "
+        "accepting (eager, default) or on the first connection (lazy)",
+    )
+    child.add_argument(
+        "--restart-limit",
+        type=_count,
+        default=RestartPolicy().crash_limit,
+        metavar="N",
+        help="shared child: give up (exit 75) after more than N "
+        "unexpected exits within --restart-window (default: "
+        f"{RestartPolicy().crash_limit})",
+    )
+    child.add_argument(
+        "--restart-window",
+        type=_duration("--restart-window"),
+        default=RestartPolicy().crash_window,
+        metavar="DURATION",
+        help=f"(default: {RestartPolicy().crash_window:g}s)",
+    )
+    child.add_argument(
+        "--prespawn",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="keep N children started ahead of connections, so that a new "
+        "connection does not wait for a process start (default: 0)",
+    )
     security = parser.add_argument_group("security")
-    security.add_argument("--socket-mode", type=_mode, default=0o600, metavar="MODE",
-                          help="permissions of Unix socket files (default: 0600)")
-    security.add_argument("--socket-group", metavar="GROUP",
-                          help="group of Unix socket files (name or id), e.g. with --socket-mode 0660")
-    security.add_argument("--allow-uid", action="append", default=[], metavar="UID",
-                          help="Unix sockets: serve only peers with this uid (name or id; "
-                               "repeatable; with --allow-gid, either admits)")
-    security.add_argument("--allow-gid", action="append", default=[], metavar="GID",
-                          help="Unix sockets: serve only peers with this primary gid (name or id; "
-                               "repeatable)")
-    security.add_argument("--token-file", action="append", default=[], metavar="PATH",
-                          help="network listeners (tcp:, tls:, ws://, wss://) require a bearer "
-                               "token from this file (one per line; repeatable, so tokens can "
-                               "be rotated; the file must not be readable by others)")
-    security.add_argument("--token-env", action="append", default=[], metavar="NAME",
-                          help="... or from this environment variable (repeatable)")
-    security.add_argument("--token-credential", action="append", default=[], metavar="NAME",
-                          help="... or from this systemd credential (LoadCredential=NAME:...)")
-    security.add_argument("--tls-cert", metavar="PATH",
-                          help="certificate chain (PEM) for tls: and wss:// listeners")
+    security.add_argument(
+        "--socket-mode",
+        type=_mode,
+        default=0o600,
+        metavar="MODE",
+        help="permissions of Unix socket files (default: 0600)",
+    )
+    security.add_argument(
+        "--socket-group",
+        metavar="GROUP",
+        help="group of Unix socket files (name or id), e.g. with --socket-mode 0660",
+    )
+    security.add_argument(
+        "--allow-uid",
+        action="append",
+        default=[],
+        metavar="UID",
+        help="Unix sockets: serve only peers with this uid (name or id; "
+        "repeatable; with --allow-gid, either admits)",
+    )
+    security.add_argument(
+        "--allow-gid",
+        action="append",
+        default=[],
+        metavar="GID",
+        help="Unix sockets: serve only peers with this primary gid (name or id; repeatable)",
+    )
+    security.add_argument(
+        "--token-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="network listeners (tcp:, tls:, ws://, wss://) require a bearer "
+        "token from this file (one per line; repeatable, so tokens can "
+        "be rotated; the file must not be readable by others)",
+    )
+    security.add_argument(
+        "--token-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="... or from this environment variable (repeatable)",
+    )
+    security.add_argument(
+        "--token-credential",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="... or from this systemd credential (LoadCredential=NAME:...)",
+    )
+    security.add_argument(
+        "--tls-cert", metavar="PATH", help="certificate chain (PEM) for tls: and wss:// listeners"
+    )
     security.add_argument("--tls-key", metavar="PATH", help="its private key (PEM)")
-    security.add_argument("--tls-client-ca", metavar="PATH",
-                          help="require TLS clients to present a certificate signed by these "
-                               "CAs (mTLS); that authenticates them")
-    security.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                          help="WebSocket: also accept this Origin, e.g. https://app.example "
-                               "(repeatable; loopback origins are accepted on loopback binds; "
-                               "requests without Origin always are)")
-    security.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                          help="WebSocket: also accept this Host name (repeatable; by default "
-                               "loopback names on loopback binds, any name elsewhere)")
-    security.add_argument("--insecure-no-auth", action="store_true",
-                          help="allow network listeners on non-loopback addresses without "
-                               "authentication (tokens or client certificates)")
+    security.add_argument(
+        "--tls-client-ca",
+        metavar="PATH",
+        help="require TLS clients to present a certificate signed by these "
+        "CAs (mTLS); that authenticates them",
+    )
+    security.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="WebSocket: also accept this Origin, e.g. https://app.example "
+        "(repeatable; loopback origins are accepted on loopback binds; "
+        "requests without Origin always are)",
+    )
+    security.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="WebSocket: also accept this Host name (repeatable; by default "
+        "loopback names on loopback binds, any name elsewhere)",
+    )
+    security.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow network listeners on non-loopback addresses without "
+        "authentication (tokens or client certificates)",
+    )
     bounds = parser.add_argument_group("limits and timeouts")
-    bounds.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
-                        default=limits.max_client_message,
-                        help="longest message from a client (default: 4MiB)")
-    bounds.add_argument("--max-child-message", type=_size("--max-child-message"), metavar="SIZE",
-                        default=limits.max_child_message,
-                        help="longest message from the child (default: 16MiB)")
-    bounds.add_argument("--max-connections", type=_positive, default=limits.max_connections,
-                        metavar="N", help=f"connections served at once (default: {limits.max_connections})")
-    bounds.add_argument("--max-in-flight", type=_positive, default=limits.max_in_flight, metavar="N",
-                        help=f"requests in flight per connection (default: {limits.max_in_flight})")
+    bounds.add_argument(
+        "--max-message",
+        type=_size("--max-message"),
+        metavar="SIZE",
+        default=limits.max_client_message,
+        help="longest message from a client (default: 4MiB)",
+    )
+    bounds.add_argument(
+        "--max-child-message",
+        type=_size("--max-child-message"),
+        metavar="SIZE",
+        default=limits.max_child_message,
+        help="longest message from the child (default: 16MiB)",
+    )
+    bounds.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=limits.max_connections,
+        metavar="N",
+        help=f"connections served at once (default: {limits.max_connections})",
+    )
+    bounds.add_argument(
+        "--max-in-flight",
+        type=_positive,
+        default=limits.max_in_flight,
+        metavar="N",
+        help=f"requests in flight per connection (default: {limits.max_in_flight})",
+    )
     for flag, attribute, what in (
         ("--send-timeout", "send_timeout", "a client may take to accept one write"),
         ("--half-close-timeout", "half_close_timeout", "replies may take after a client's EOF"),
@@ -236,25 +344,45 @@ def serve_parser() -> argparse.ArgumentParser:
         ("--stop-term-timeout", "stop_term_timeout", "a child may take to exit after SIGTERM"),
     ):
         default = getattr(limits, attribute)
-        bounds.add_argument(flag, dest=attribute, type=_duration(flag), default=default,
-                            metavar="DURATION", help=f"how long {what} (default: {default:g}s)")
-    bounds.add_argument("--handshake-timeout", type=_duration("--handshake-timeout"),
-                        default=ListenOptions().handshake_timeout, metavar="DURATION",
-                        help="how long a client may take for its TLS handshake, WebSocket "
-                             "upgrade and authentication (default: "
-                             f"{ListenOptions().handshake_timeout:g}s)")
-    bounds.add_argument("--ping-interval", type=_duration("--ping-interval"),
-                        default=ListenOptions().ping_interval, metavar="DURATION",
-                        help=f"WebSocket keepalive ping period (default: "
-                             f"{ListenOptions().ping_interval:g}s)")
-    bounds.add_argument("--ping-timeout", type=_duration("--ping-timeout"),
-                        default=ListenOptions().ping_timeout, metavar="DURATION",
-                        help="close a WebSocket whose pong takes longer (default: "
-                             f"{ListenOptions().ping_timeout:g}s)")
-    bounds.add_argument("--request-timeout", type=_duration("--request-timeout"), default=None,
-                        metavar="DURATION",
-                        help="answer a request still running after this with -32001 and cancel it "
-                             "at the child (default: no limit)")
+        bounds.add_argument(
+            flag,
+            dest=attribute,
+            type=_duration(flag),
+            default=default,
+            metavar="DURATION",
+            help=f"how long {what} (default: {default:g}s)",
+        )
+    bounds.add_argument(
+        "--handshake-timeout",
+        type=_duration("--handshake-timeout"),
+        default=ListenOptions().handshake_timeout,
+        metavar="DURATION",
+        help="how long a client may take for its TLS handshake, WebSocket "
+        "upgrade and authentication (default: "
+        f"{ListenOptions().handshake_timeout:g}s)",
+    )
+    bounds.add_argument(
+        "--ping-interval",
+        type=_duration("--ping-interval"),
+        default=ListenOptions().ping_interval,
+        metavar="DURATION",
+        help=f"WebSocket keepalive ping period (default: {ListenOptions().ping_interval:g}s)",
+    )
+    bounds.add_argument(
+        "--ping-timeout",
+        type=_duration("--ping-timeout"),
+        default=ListenOptions().ping_timeout,
+        metavar="DURATION",
+        help=f"close a WebSocket whose pong takes longer (default: {ListenOptions().ping_timeout:g}s)",
+    )
+    bounds.add_argument(
+        "--request-timeout",
+        type=_duration("--request-timeout"),
+        default=None,
+        metavar="DURATION",
+        help="answer a request still running after this with -32001 and cancel it "
+        "at the child (default: no limit)",
+    )
     _add_common(parser)
     return parser
 
@@ -267,23 +395,35 @@ def connect_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("address", metavar="ADDRESS", help="the bridge's address, e.g. unix:/run/mcp.sock")
-    parser.add_argument("--max-message", type=_size("--max-message"), metavar="SIZE",
-                        default=ConnectOptions().max_message_bytes,
-                        help="longest message accepted in either direction (default: 16MiB)")
+    parser.add_argument(
+        "--max-message",
+        type=_size("--max-message"),
+        metavar="SIZE",
+        default=ConnectOptions().max_message_bytes,
+        help="longest message accepted in either direction (default: 16MiB)",
+    )
     credentials = parser.add_mutually_exclusive_group()
-    credentials.add_argument("--token-file", metavar="PATH",
-                             help="present the bearer token in this file (its first token)")
-    credentials.add_argument("--token-env", metavar="NAME",
-                             help="present the bearer token in this environment variable")
-    parser.add_argument("--tls-ca", metavar="PATH",
-                        help="tls: and wss://: trust these CAs (PEM) instead of the system's")
-    parser.add_argument("--tls-cert", metavar="PATH",
-                        help="tls: and wss://: present this client certificate (PEM; mTLS)")
+    credentials.add_argument(
+        "--token-file", metavar="PATH", help="present the bearer token in this file (its first token)"
+    )
+    credentials.add_argument(
+        "--token-env", metavar="NAME", help="present the bearer token in this environment variable"
+    )
+    parser.add_argument(
+        "--tls-ca", metavar="PATH", help="tls: and wss://: trust these CAs (PEM) instead of the system's"
+    )
+    parser.add_argument(
+        "--tls-cert", metavar="PATH", help="tls: and wss://: present this client certificate (PEM; mTLS)"
+    )
     parser.add_argument("--tls-key", metavar="PATH", help="the client certificate's key (PEM)")
-    parser.add_argument("--handshake-timeout", type=_duration("--handshake-timeout"),
-                        default=ConnectOptions().handshake_timeout, metavar="DURATION",
-                        help="how long connecting, TLS and the WebSocket upgrade may take "
-                             f"(default: {ConnectOptions().handshake_timeout:g}s)")
+    parser.add_argument(
+        "--handshake-timeout",
+        type=_duration("--handshake-timeout"),
+        default=ConnectOptions().handshake_timeout,
+        metavar="DURATION",
+        help="how long connecting, TLS and the WebSocket upgrade may take "
+        f"(default: {ConnectOptions().handshake_timeout:g}s)",
+    )
     _add_common(parser)
     return parser
 
@@ -327,9 +467,11 @@ def _load_tokens(options: argparse.Namespace) -> TokenSet | None:
     Raises:
         ConfigError: a source cannot be used (the message names it, never a token).
     """
-    loaders = ([partial(tokens_from_file, path) for path in options.token_file]
-               + [partial(tokens_from_env, name) for name in options.token_env]
-               + [partial(tokens_from_credential, name) for name in options.token_credential])
+    loaders = (
+        [partial(tokens_from_file, path) for path in options.token_file]
+        + [partial(tokens_from_env, name) for name in options.token_env]
+        + [partial(tokens_from_credential, name) for name in options.token_credential]
+    )
     tokens: TokenSet | None = None
     for load in loaders:
         try:
@@ -347,22 +489,35 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
     Raises:
         ConfigError: naming the option and the listeners it needs.
     """
-    if (options.token_file or options.token_env or options.token_credential) \
-            and not schemes & NETWORK_SCHEMES:
-        raise ConfigError("bearer tokens protect tcp:, tls:, ws:// and wss:// listeners, and "
-                          "there is none; Unix sockets rely on their file mode and --allow-uid")
-    tls_flags = [flag for flag, value in (("--tls-cert", options.tls_cert),
-                                          ("--tls-key", options.tls_key),
-                                          ("--tls-client-ca", options.tls_client_ca)) if value]
+    if (
+        options.token_file or options.token_env or options.token_credential
+    ) and not schemes & NETWORK_SCHEMES:
+        raise ConfigError(
+            "bearer tokens protect tcp:, tls:, ws:// and wss:// listeners, and "
+            "there is none; Unix sockets rely on their file mode and --allow-uid"
+        )
+    tls_flags = [
+        flag
+        for flag, value in (
+            ("--tls-cert", options.tls_cert),
+            ("--tls-key", options.tls_key),
+            ("--tls-client-ca", options.tls_client_ca),
+        )
+        if value
+    ]
     if tls_flags and not schemes & TLS_SCHEMES:
         raise ConfigError(f"{tls_flags[0]} is for tls: and wss:// listeners, and there is none")
     if (options.tls_cert is None) != (options.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together: pass both")
     if schemes & TLS_SCHEMES and options.tls_cert is None:
-        raise ConfigError("tls: and wss:// listeners need a certificate: pass --tls-cert PATH "
-                          "and --tls-key PATH")
-    web_flags = [flag for flag, value in (("--allow-origin", options.allow_origin),
-                                          ("--allow-host", options.allow_host)) if value]
+        raise ConfigError(
+            "tls: and wss:// listeners need a certificate: pass --tls-cert PATH and --tls-key PATH"
+        )
+    web_flags = [
+        flag
+        for flag, value in (("--allow-origin", options.allow_origin), ("--allow-host", options.allow_host))
+        if value
+    ]
     if web_flags and not schemes & WEB_SCHEMES:
         raise ConfigError(f"{web_flags[0]} is for ws:// and wss:// listeners, and there is none")
 
@@ -387,8 +542,9 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         env[name] = value
     if options.cwd is not None and not os.path.isdir(options.cwd):
         raise ConfigError(f"--cwd {options.cwd!r}: not a directory")
-    spec = ChildSpec(argv=list(command), name=options.name, env=env,
-                     pass_env=list(options.pass_env), cwd=options.cwd)
+    spec = ChildSpec(
+        argv=list(command), name=options.name, env=env, pass_env=list(options.pass_env), cwd=options.cwd
+    )
     _check_command(spec)
     limits = Limits(
         max_client_message=options.max_message,
@@ -405,23 +561,37 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     _check_security_options(options, {address.scheme for address in addresses})
     group = None if options.socket_group is None else _resolve_group(options.socket_group)
     listen_options = ListenOptions(
-        socket_mode=options.socket_mode, socket_group=group,
+        socket_mode=options.socket_mode,
+        socket_group=group,
         allow_non_loopback=options.insecure_no_auth,
         allow_uids=frozenset(_resolve_user(text) for text in options.allow_uid),
         allow_gids=frozenset(_resolve_group(text, flag="--allow-gid") for text in options.allow_gid),
         tokens=_load_tokens(options),
-        tls_cert=options.tls_cert, tls_key=options.tls_key, tls_client_ca=options.tls_client_ca,
-        allow_origins=frozenset(options.allow_origin), allow_hosts=frozenset(options.allow_host),
-        handshake_timeout=options.handshake_timeout, ping_interval=options.ping_interval,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        tls_client_ca=options.tls_client_ca,
+        allow_origins=frozenset(options.allow_origin),
+        allow_hosts=frozenset(options.allow_host),
+        handshake_timeout=options.handshake_timeout,
+        ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,
     )
     if options.prespawn and options.child == "shared":
-        raise ConfigError("--prespawn keeps children for per-connection mode; with --child shared "
-                          "there is one child, started before the listeners accept")
+        raise ConfigError(
+            "--prespawn keeps children for per-connection mode; with --child shared "
+            "there is one child, started before the listeners accept"
+        )
     policy = RestartPolicy(crash_limit=options.restart_limit, crash_window=options.restart_window)
-    return ServeConfig(listen=addresses, child=spec, limits=limits, listen_options=listen_options,
-                       prespawn=options.prespawn, child_mode=options.child, restart_policy=policy,
-                       start=options.start)
+    return ServeConfig(
+        listen=addresses,
+        child=spec,
+        limits=limits,
+        listen_options=listen_options,
+        prespawn=options.prespawn,
+        child_mode=options.child,
+        restart_policy=policy,
+        start=options.start,
+    )
 
 
 def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
@@ -441,9 +611,14 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
         raise ConfigError(f"bearer token: {exc}") from None
     if options.tls_key is not None and options.tls_cert is None:
         raise ConfigError("--tls-key needs --tls-cert")
-    return ConnectOptions(max_message_bytes=options.max_message, token=token,
-                          tls_ca=options.tls_ca, tls_cert=options.tls_cert,
-                          tls_key=options.tls_key, handshake_timeout=options.handshake_timeout)
+    return ConnectOptions(
+        max_message_bytes=options.max_message,
+        token=token,
+        tls_ca=options.tls_ca,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        handshake_timeout=options.handshake_timeout,
+    )
 
 
 async def serve(config: ServeConfig) -> int:
@@ -472,8 +647,9 @@ async def serve(config: ServeConfig) -> int:
 
 
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -520,5 +696,12 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_CRASH_LOOP", "EXIT_FAILURE", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE",
-           "main"]
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_CRASH_LOOP",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "main",
+]

@@ -77,14 +77,19 @@ class _Connection:
                 await self._finish()
                 return
             forward = [item for item in items if not isinstance(item, ProtocolError)]
-            errors = [error_response(item.request_id, item.rpc_code, "Invalid message", item.reason,
-                                     detail=str(item))
-                      for item in items if isinstance(item, ProtocolError)]
+            errors = [
+                error_response(
+                    item.request_id, item.rpc_code, "Invalid message", item.reason, detail=str(item)
+                )
+                for item in items
+                if isinstance(item, ProtocolError)
+            ]
             if errors:
                 await self.write_local(errors)  # never sent on: the bridge would refuse it too
             if forward:
-                self._awaited.update((type(item["id"]), item["id"]) for item in forward
-                                     if "method" in item and "id" in item)
+                self._awaited.update(
+                    (type(item["id"]), item["id"]) for item in forward if "method" in item and "id" in item
+                )
                 try:
                     await self.remote.send_many(forward)
                 except trio.BrokenResourceError as exc:
@@ -105,8 +110,9 @@ class _Connection:
             if self._awaited:
                 await self._all_answered.wait()
         if waited.cancelled_caught:
-            logger.warning("%d replies did not arrive within %gs of the end of input",
-                           len(self._awaited), REPLY_GRACE)
+            logger.warning(
+                "%d replies did not arrive within %gs of the end of input", len(self._awaited), REPLY_GRACE
+            )
         await self.remote.aclose()
 
     def _answered(self, message: JSONObject) -> None:
@@ -134,20 +140,30 @@ class _Connection:
                     if item.request_id is None:
                         # It may have been any request's reply: end, so the client fails them all
                         # instead of waiting forever for one.
-                        logger.error("the bridge sent a message over --max-message (%d bytes) "
-                                     "that names no request; closing", item.limit)
+                        logger.error(
+                            "the bridge sent a message over --max-message (%d bytes) "
+                            "that names no request; closing",
+                            item.limit,
+                        )
                         self.exit_code = EXIT_LOST
                         return
-                    logger.error("reply to %r is over --max-message (%d bytes); answering it "
-                                 "with an error", item.request_id, item.limit)
-                    messages.append(error_response(item.request_id, REPLY_TOO_LARGE,
-                                                   "Reply too large", item.reason,
-                                                   limit=item.limit))
+                    logger.error(
+                        "reply to %r is over --max-message (%d bytes); answering it with an error",
+                        item.request_id,
+                        item.limit,
+                    )
+                    messages.append(
+                        error_response(
+                            item.request_id, REPLY_TOO_LARGE, "Reply too large", item.reason, limit=item.limit
+                        )
+                    )
                 elif isinstance(item, ProtocolError):
                     logger.warning("dropped an invalid message from the bridge: %s", item)
                 elif _is_unauthorized(item):
-                    logger.error("access denied: the bridge refused our token (%s)",
-                                 item["error"].get("data", {}).get("detail", "no detail"))
+                    logger.error(
+                        "access denied: the bridge refused our token (%s)",
+                        item["error"].get("data", {}).get("detail", "no detail"),
+                    )
                     self.exit_code = EXIT_NOPERM
                     return
                 else:
@@ -162,14 +178,14 @@ class _Connection:
 
 def _is_unauthorized(message: JSONObject) -> bool:
     error = message.get("error")
-    return (message.get("id") is None and isinstance(error, dict)
-            and error.get("code") == UNAUTHORIZED)
+    return message.get("id") is None and isinstance(error, dict) and error.get("code") == UNAUTHORIZED
 
 
 async def run_connect(address: Address, options: ConnectOptions) -> int:
     """Relay this process's stdio to ``address`` until either side is done; return the exit code."""
-    local = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
-                          peer=PeerInfo("stdio"))
+    local = StreamChannel(
+        open_stdio_stream(), max_message_bytes=options.max_message_bytes, peer=PeerInfo("stdio")
+    )
     try:
         async with address.connect(options) as remote:
             connection = _Connection(local, remote)

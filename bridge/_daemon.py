@@ -113,6 +113,9 @@ class DaemonStatistics:
         children: child processes serving connections now.
         prespawned: children started and waiting for a connection (the warm pool).
         child_garbage_lines: stdout lines dropped from children because they were not JSON-RPC.
+        child_restarts: restarts of the shared child since start (0 in per-connection mode).
+        bytes_from_clients, bytes_to_clients: bytes read from and written to clients, framing
+            included, over every connection since start.
     """
 
     connections: int
@@ -123,6 +126,9 @@ class DaemonStatistics:
     children: int
     prespawned: int
     child_garbage_lines: int
+    child_restarts: int
+    bytes_from_clients: int
+    bytes_to_clients: int
 
 
 @attrs.define(eq=False)
@@ -153,6 +159,8 @@ class Daemon:
     _connections_total: int = attrs.field(init=False, default=0)
     _connections_refused: int = attrs.field(init=False, default=0)
     _handshakes_failed: int = attrs.field(init=False, default=0)
+    _clients: set[MessageChannel] = attrs.field(init=False, factory=set)
+    _bytes_of_closed: list[int] = attrs.field(init=False, factory=lambda: [0, 0])
     _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
 
     def statistics(self) -> DaemonStatistics:
@@ -168,13 +176,20 @@ class Daemon:
             prespawned=len(self._pool.ready) if self._pool is not None else 0,
             child_garbage_lines=self._garbage_of_stopped_children
             + sum(child.garbage_lines for child in self._children),
+            child_restarts=self._shared.supervisor.restarts if self._shared is not None else 0,
+            bytes_from_clients=self._bytes_of_closed[0]
+            + sum(client.bytes_received for client in self._clients),
+            bytes_to_clients=self._bytes_of_closed[1] + sum(client.bytes_sent for client in self._clients),
         )
 
     def stop(self) -> None:
         """Begin a graceful stop (idempotent, callable from any task)."""
         if not self._stopping.is_set():
-            logger.info("stopping: %d connections, %d requests in flight", self._connections,
-                        sum(relay.in_flight for relay in self._relays))
+            logger.info(
+                "stopping: %d connections, %d requests in flight",
+                self._connections,
+                sum(relay.in_flight for relay in self._relays),
+            )
             self._stopping.set()
 
     def stop_now(self) -> None:
@@ -195,8 +210,9 @@ class Daemon:
             if self._shared.child is not None:
                 self._shared.child.hurry()
         if self._connections_scope is not None:
-            self._connections_scope.deadline = min(self._connections_scope.deadline,
-                                                   trio.current_time() + STOP_NOW_GRACE)
+            self._connections_scope.deadline = min(
+                self._connections_scope.deadline, trio.current_time() + STOP_NOW_GRACE
+            )
 
     async def run(self, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until :meth:`stop` has been called and every connection has ended.
@@ -253,8 +269,9 @@ class Daemon:
             self.mode = await self._choose_mode()
             if self.mode == "shared":
                 assert self._services is not None
-                shared = SharedChild(self.config.child, self.config.limits, self._stopping,
-                                     self.config.restart_policy)
+                shared = SharedChild(
+                    self.config.child, self.config.limits, self._stopping, self.config.restart_policy
+                )
                 await self._services.start(shared.run)
                 self._shared = shared
             self._started = True
@@ -268,19 +285,15 @@ class Daemon:
         logger.info("child mode %s: %s", mode, probe.reason)
         return mode
 
-    async def _serve(self, listeners: list[MessageListener],
-                     task_status: trio.TaskStatus[list[str]]) -> None:
+    async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
-            if self.config.prespawn and (self.mode == "per-connection"
-                                         or self.config.child_mode == "auto"):
-                self._pool = ChildPool(self.config.child, self.config.limits,
-                                       self.config.prespawn)
+            if self.config.prespawn and (self.mode == "per-connection" or self.config.child_mode == "auto"):
+                self._pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
                 await connections.start(self._pool.run)
             async with trio.open_nursery() as accepting:
                 await accepting.start(
-                    partial(trio.serve_listeners, self._handle, listeners,
-                            handler_nursery=connections)
+                    partial(trio.serve_listeners, self._handle, listeners, handler_nursery=connections)
                 )
                 for listener in listeners:
                     logger.info("listening on %s", listener.address)
@@ -295,8 +308,9 @@ class Daemon:
             )
 
     async def _open_listeners(self) -> list[MessageListener]:
-        options = attrs.evolve(self.config.listen_options,
-                               max_message_bytes=self.config.limits.max_client_message)
+        options = attrs.evolve(
+            self.config.listen_options, max_message_bytes=self.config.limits.max_client_message
+        )
         listeners: list[MessageListener] = []
         try:
             for address in self.config.listen:
@@ -325,14 +339,20 @@ class Daemon:
 
         try:
             async with incoming.establish() as client:
-                if not counted:
-                    await self._refuse_over_cap(client)
-                    return
+                self._clients.add(client)
                 try:
-                    ending = await self._serve_client(client)
+                    if not counted:
+                        await self._refuse_over_cap(client)
+                        return
+                    try:
+                        ending = await self._serve_client(client)
+                    finally:
+                        release()
+                    await client.aclose_with(close_reason(ending))
                 finally:
-                    release()
-                await client.aclose_with(close_reason(ending))
+                    self._clients.discard(client)
+                    self._bytes_of_closed[0] += client.bytes_received
+                    self._bytes_of_closed[1] += client.bytes_sent
         except HandshakeError as exc:
             self._handshakes_failed += 1
             logger.warning("%s: refused: %s", incoming.peer, exc)
@@ -344,10 +364,12 @@ class Daemon:
     async def _refuse_over_cap(self, client: MessageChannel) -> None:
         self._connections_refused += 1
         limit = self.config.limits.max_connections
-        logger.warning("%s: refused, %d connections already (--max-connections)",
-                       client.peer, self._connections)
-        await self._refuse(client, TOO_MANY_CONNECTIONS, "Too many connections",
-                           "too-many-connections", limit=limit)
+        logger.warning(
+            "%s: refused, %d connections already (--max-connections)", client.peer, self._connections
+        )
+        await self._refuse(
+            client, TOO_MANY_CONNECTIONS, "Too many connections", "too-many-connections", limit=limit
+        )
         await client.aclose_with(close_reason("too-many-connections"))
 
     async def _serve_client(self, client: MessageChannel) -> str:
@@ -370,8 +392,9 @@ class Daemon:
         except ChildStartError as exc:
             self._connections_refused += 1
             logger.error("%s: %s", client.peer, exc)
-            await self._refuse(client, CONNECTION_CLOSED, "Connection closed", "child-start-failed",
-                               detail=str(exc))
+            await self._refuse(
+                client, CONNECTION_CLOSED, "Connection closed", "child-start-failed", detail=str(exc)
+            )
             return "child-start-failed"
         except Exception:
             # A bug in the bridge must cost one connection, not the daemon; the child was stopped
@@ -379,9 +402,7 @@ class Daemon:
             logger.exception("%s: internal error; connection closed", client.peer)
             return "internal-error"
 
-    async def _peek_first_messages(
-        self, client: MessageChannel
-    ) -> tuple[MessageChannel, bool] | None:
+    async def _peek_first_messages(self, client: MessageChannel) -> tuple[MessageChannel, bool] | None:
         """Auto mode with a modern server: read the connection's first messages to tell a legacy
         client (it opens with ``initialize``) from a modern one. A dual-era server may fix its era
         per process on the first request it sees (the official SDK's does), so a shared child can
@@ -397,8 +418,7 @@ class Daemon:
         first = items[0]
         legacy = isinstance(first, dict) and first.get("method") == "initialize"
         if legacy:
-            logger.info("%s: opens with initialize: a legacy client, given its own child",
-                        client.peer)
+            logger.info("%s: opens with initialize: a legacy client, given its own child", client.peer)
         return PeekedChannel(client, items), legacy
 
     @asynccontextmanager
@@ -440,8 +460,9 @@ class Daemon:
                 self._garbage_of_stopped_children += started.garbage_lines
         return ending.reason
 
-    async def _refuse(self, client: MessageChannel, code: int, message: str, reason: str,
-                      **data: object) -> None:
+    async def _refuse(
+        self, client: MessageChannel, code: int, message: str, reason: str, **data: object
+    ) -> None:
         """Answer the client's first requests with an error, then let the connection close.
 
         Errors that name no request (id null) would leave an MCP client waiting on its own id, so
@@ -450,9 +471,11 @@ class Daemon:
         with trio.move_on_after(REFUSAL_TIMEOUT):
             try:
                 items = await receive_batch(client, 64)
-                replies = [error_response(item["id"], code, message, reason, **data)
-                           for item in items if isinstance(item, dict) and "method" in item
-                           and "id" in item]
+                replies = [
+                    error_response(item["id"], code, message, reason, **data)
+                    for item in items
+                    if isinstance(item, dict) and "method" in item and "id" in item
+                ]
                 await client.send_many(replies or [error_response(None, code, message, reason, **data)])
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass

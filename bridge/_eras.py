@@ -111,8 +111,7 @@ def discover_request(request_id: RequestId) -> JSONObject:
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
                 "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "mcp-bridge",
-                                                        "version": _package_version()},
+                "io.modelcontextprotocol/clientInfo": {"name": "mcp-bridge", "version": _package_version()},
             },
         },
     }
@@ -152,10 +151,12 @@ def classify_discover_reply(reply: JSONObject) -> ProbeResult:
         return ProbeResult(Era.LEGACY, "server/discover answered without a supportedVersions list")
     listed = ", ".join(supported) or "none"
     if not any(_is_modern_version(version) for version in supported):
-        return ProbeResult(Era.LEGACY, f"server/discover answered with no modern version: "
-                                       f"supported versions {listed}", supported)
-    return ProbeResult(Era.MODERN, f"server/discover answered: supported versions {listed}",
-                       supported)
+        return ProbeResult(
+            Era.LEGACY,
+            f"server/discover answered with no modern version: supported versions {listed}",
+            supported,
+        )
+    return ProbeResult(Era.MODERN, f"server/discover answered: supported versions {listed}", supported)
 
 
 async def probe_era(child: ChildProcess, *, timeout: float = PROBE_TIMEOUT) -> ProbeResult:
@@ -184,30 +185,39 @@ async def probe_era(child: ChildProcess, *, timeout: float = PROBE_TIMEOUT) -> P
                 except ProtocolError as exc:
                     child.note_garbage(exc)
                     if exc.request_id == PROBE_ID:
-                        result = ProbeResult(Era.LEGACY, "server/discover answered with a message "
-                                                         f"the bridge cannot accept ({exc})")
+                        result = ProbeResult(
+                            Era.LEGACY,
+                            f"server/discover answered with a message the bridge cannot accept ({exc})",
+                        )
                         break
                     continue
                 if message.get("id") == PROBE_ID and "method" not in message:
                     result = classify_discover_reply(message)
                     break
-                logger.debug("[%s pid %d] dropped a message that arrived before the era probe's "
-                             "reply: %.200r", child.spec.name, child.pid, message)
+                logger.debug(
+                    "[%s pid %d] dropped a message that arrived before the era probe's reply: %.200r",
+                    child.spec.name,
+                    child.pid,
+                    message,
+                )
         except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             gone = exc
         else:
-            logger.info("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value,
-                        result.reason)
+            logger.info("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value, result.reason)
             return result
     if gone is not None:
         with trio.move_on_after(EXIT_STATUS_WAIT):
             await child.wait()
-        status = (describe_exit(child.returncode) if child.returncode is not None
-                  else "closed its stdout" if isinstance(gone, trio.EndOfChannel)
-                  else "closed its stdin")
-        raise ChildStartError(f"child exited during the era probe: {child.spec.name} "
-                              f"(pid {child.pid}) {status}") from gone
+        status = (
+            describe_exit(child.returncode)
+            if child.returncode is not None
+            else "closed its stdout"
+            if isinstance(gone, trio.EndOfChannel)
+            else "closed its stdin"
+        )
+        raise ChildStartError(
+            f"child exited during the era probe: {child.spec.name} (pid {child.pid}) {status}"
+        ) from gone
     result = ProbeResult(Era.LEGACY, f"no answer to server/discover within {timeout:g}s")
-    logger.info("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value,
-                result.reason)
+    logger.info("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value, result.reason)
     return result

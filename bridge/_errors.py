@@ -65,8 +65,9 @@ def close_reason(ending: str) -> CloseReason:
     return _CLOSE_REASONS.get(ending, CloseReason.NORMAL)
 
 
-def error_response(request_id: RequestId | None, code: int, message: str, reason: str,
-                   **data: Any) -> JSONObject:
+def error_response(
+    request_id: RequestId | None, code: int, message: str, reason: str, **data: Any
+) -> JSONObject:
     """A JSON-RPC error response with ``data.reason`` (and any further ``data`` fields)."""
     return {
         "jsonrpc": "2.0",
@@ -82,11 +83,16 @@ def bad_input_reply(error: ProtocolError) -> JSONObject:
     """The answer to one bad message from a client: ``-32700`` or ``-32600``, naming the request
     when its id could be read, with ``data.detail`` (and ``data.limit`` for an over-long one)."""
     if isinstance(error, MessageTooLarge):
-        return error_response(error.request_id, error.rpc_code, "Message too large",
-                              error.reason, detail=str(error), limit=error.limit)
+        return error_response(
+            error.request_id,
+            error.rpc_code,
+            "Message too large",
+            error.reason,
+            detail=str(error),
+            limit=error.limit,
+        )
     message = _PROTOCOL_ERROR_MESSAGES.get(error.rpc_code, "Invalid Request")
-    return error_response(error.request_id, error.rpc_code, message, error.reason,
-                          detail=str(error))
+    return error_response(error.request_id, error.rpc_code, message, error.reason, detail=str(error))
 
 
 class BridgeError(Exception):

@@ -53,8 +53,19 @@ REQUEST_TIMEOUT: float | None = None
 EXIT_DRAIN_TIMEOUT = 0.5
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB|K|M|G)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "kb": 1000, "m": MiB, "mib": MiB, "mb": 1000**2,
-          "g": 1024 * MiB, "gib": 1024 * MiB, "gb": 1000**3}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kib": 1024,
+    "kb": 1000,
+    "m": MiB,
+    "mib": MiB,
+    "mb": 1000**2,
+    "g": 1024 * MiB,
+    "gib": 1024 * MiB,
+    "gb": 1000**3,
+}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _SECONDS = {"ms": 0.001, "": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 

@@ -18,8 +18,7 @@ class PeekedChannel(MessageChannel):
     again first. Everything else is the wrapped channel's; closing this closes it.
     """
 
-    def __init__(self, channel: MessageChannel,
-                 items: Iterable[JSONObject | ProtocolError]) -> None:
+    def __init__(self, channel: MessageChannel, items: Iterable[JSONObject | ProtocolError]) -> None:
         self._channel = channel
         self._items = deque(items)
 

@@ -113,8 +113,7 @@ class ChildPool:
                     try:
                         taken = await keepers.start(self._keep)
                     except ChildStartError as exc:
-                        logger.error("cannot prespawn a child: %s; retrying in %gs", exc,
-                                     RESPAWN_DELAY)
+                        logger.error("cannot prespawn a child: %s; retrying in %gs", exc, RESPAWN_DELAY)
                         taken = False
                     await trio.sleep(REFILL_DELAY if taken else RESPAWN_DELAY)
             finally:
@@ -144,9 +143,13 @@ class ChildPool:
                 self._waiting.discard(child)
             if not taken:  # it exited (a cancelled offer raises instead)
                 assert child.returncode is not None
-                logger.warning("[%s pid %d] prespawned child %s before use; replacing it in %gs",
-                               self.spec.name, child.pid, describe_exit(child.returncode),
-                               RESPAWN_DELAY)
+                logger.warning(
+                    "[%s pid %d] prespawned child %s before use; replacing it in %gs",
+                    self.spec.name,
+                    child.pid,
+                    describe_exit(child.returncode),
+                    RESPAWN_DELAY,
+                )
                 task_status.started(False)
                 return
             task_status.started(True)

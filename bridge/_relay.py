@@ -64,7 +64,6 @@ logger = logging.getLogger("bridge.relay")
 BATCH = 64
 
 
-
 @attrs.frozen
 class Ending:
     """Why a connection ended, and the error that answers its requests still in flight.
@@ -153,9 +152,17 @@ class Relay:
             self._ended.set()
 
     async def _answer_in_flight(self, ending: Ending) -> None:
-        replies = [error_response(request_id, ending.code, "Connection closed", ending.reason,
-                                  detail=ending.description, **ending.data)
-                   for request_id in self._in_flight.take_all()]
+        replies = [
+            error_response(
+                request_id,
+                ending.code,
+                "Connection closed",
+                ending.reason,
+                detail=ending.description,
+                **ending.data,
+            )
+            for request_id in self._in_flight.take_all()
+        ]
         if replies:
             await self._send_to_client(replies)
 
@@ -168,8 +175,7 @@ class Relay:
         if self._idle.is_set():
             self._idle = trio.Event()
         if self.limits.request_timeout is not None:
-            self._deadlines.append((trio.current_time() + self.limits.request_timeout, request_id,
-                                    token))
+            self._deadlines.append((trio.current_time() + self.limits.request_timeout, request_id, token))
             self._deadline_added.set()
 
     def _check_idle(self) -> None:
@@ -209,12 +215,16 @@ class Relay:
         logger.info("%s: %s", self.client.peer, error)
         if isinstance(error, MessageTooLarge):
             # The rest of that line is skipped, but a peer that sends one is not trusted to frame.
-            self._end(Ending("client sent an over-long message", "message-too-large",
-                             INVALID_REQUEST))
+            self._end(Ending("client sent an over-long message", "message-too-large", INVALID_REQUEST))
             return False
         if count >= self.limits.max_consecutive_errors:
-            self._end(Ending(f"client sent {count} invalid messages in a row",
-                             "too-many-invalid-messages", INVALID_REQUEST))
+            self._end(
+                Ending(
+                    f"client sent {count} invalid messages in a row",
+                    "too-many-invalid-messages",
+                    INVALID_REQUEST,
+                )
+            )
             return False
         return True
 
@@ -224,19 +234,39 @@ class Relay:
         if message_kind is Kind.REQUEST:
             request_id = message["id"]
             if self.stopping.is_set():
-                await self._reply(error_response(request_id, CONNECTION_CLOSED, "Connection closed",
-                                                 "shutting-down", detail="the bridge is stopping"))
+                await self._reply(
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "shutting-down",
+                        detail="the bridge is stopping",
+                    )
+                )
                 return False
             try:
                 self._opened(request_id)
             except DuplicateRequest:
-                await self._reply(error_response(request_id, INVALID_REQUEST, "Invalid Request",
-                                                 "duplicate-id",
-                                                 detail="this id is already in flight"))
+                await self._reply(
+                    error_response(
+                        request_id,
+                        INVALID_REQUEST,
+                        "Invalid Request",
+                        "duplicate-id",
+                        detail="this id is already in flight",
+                    )
+                )
                 return False
             except TooManyRequests:
-                await self._reply(error_response(request_id, TOO_MANY_REQUESTS, "Too many requests",
-                                                 "too-many-requests", limit=self.limits.max_in_flight))
+                await self._reply(
+                    error_response(
+                        request_id,
+                        TOO_MANY_REQUESTS,
+                        "Too many requests",
+                        "too-many-requests",
+                        limit=self.limits.max_in_flight,
+                    )
+                )
                 return False
             return True
         if message_kind is Kind.NOTIFICATION:
@@ -250,8 +280,9 @@ class Relay:
         if message["id"] in self._child_requests:
             del self._child_requests[message["id"]]
             return True
-        logger.debug("%s: dropped a response to no request of the child: id %r",
-                     self.client.peer, message["id"])
+        logger.debug(
+            "%s: dropped a response to no request of the child: id %r", self.client.peer, message["id"]
+        )
         return False
 
     async def _send_to_child(self, messages: list[JSONObject]) -> bool:
@@ -285,11 +316,20 @@ class Relay:
             self._in_flight.cancel(request_id)
             self._check_idle()
             logger.info("%s: request %r timed out after %gs", self.client.peer, request_id, timeout)
-            await self._send_to_child([{"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                        "params": {"requestId": request_id,
-                                                   "reason": f"timed out after {timeout:g}s"}}])
-            await self._reply(error_response(request_id, REQUEST_TIMEOUT, "Request timed out",
-                                             "request-timeout", timeout=timeout))
+            await self._send_to_child(
+                [
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": f"timed out after {timeout:g}s"},
+                    }
+                ]
+            )
+            await self._reply(
+                error_response(
+                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                )
+            )
 
     async def _half_closed(self) -> None:
         """The client sent EOF: deliver what is in flight (bounded), then end."""
@@ -297,8 +337,13 @@ class Relay:
             await self._wait_idle()
             self._end(CLIENT_DONE)
             return
-        self._end(Ending(f"client's requests were unanswered {self.limits.half_close_timeout}s "
-                         "after it closed its end", "half-close-timeout"))
+        self._end(
+            Ending(
+                f"client's requests were unanswered {self.limits.half_close_timeout}s "
+                "after it closed its end",
+                "half-close-timeout",
+            )
+        )
 
     async def _child_input_closed(self) -> None:
         # Usually the child has exited and _watch_child is about to say so with its status.
@@ -333,8 +378,11 @@ class Relay:
                         answered.append(request_id)
                     else:
                         self._in_flight.close(request_id)
-                        logger.debug("%s: dropped the child's reply to no request in flight: id %r",
-                                     self.client.peer, request_id)
+                        logger.debug(
+                            "%s: dropped the child's reply to no request in flight: id %r",
+                            self.client.peer,
+                            request_id,
+                        )
                     continue
                 if message_kind is Kind.REQUEST:
                     self._remember_child_request(item["id"])
@@ -354,8 +402,9 @@ class Relay:
         if len(self._child_requests) > self.limits.max_in_flight:
             del self._child_requests[next(iter(self._child_requests))]
 
-    def _child_sent_bad_output(self, error: ProtocolError, out: list[JSONObject],
-                               answered: list[Any]) -> bool:
+    def _child_sent_bad_output(
+        self, error: ProtocolError, out: list[JSONObject], answered: list[Any]
+    ) -> bool:
         """Deal with one bad line from the child; False if the connection must end because of it."""
         if not isinstance(error, MessageTooLarge):
             self.child.note_garbage(error)
@@ -363,17 +412,28 @@ class Relay:
         limit = error.limit
         request_id = error.request_id
         if request_id is not None and request_id in self._in_flight:
-            logger.warning("[%s pid %d] reply to %r is larger than %d bytes; answering with an error",
-                           self.child.spec.name, self.child.pid, request_id, limit)
-            out.append(error_response(request_id, REPLY_TOO_LARGE, "Reply too large",
-                                      "reply-too-large", limit=limit))
+            logger.warning(
+                "[%s pid %d] reply to %r is larger than %d bytes; answering with an error",
+                self.child.spec.name,
+                self.child.pid,
+                request_id,
+                limit,
+            )
+            out.append(
+                error_response(request_id, REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=limit)
+            )
             answered.append(request_id)
             return True
         # A message that cannot be attributed may have been any request's reply; the only way to
         # keep "every request gets exactly one reply" is to end the connection and answer them all.
-        self._end(Ending(f"child wrote a message larger than {limit} bytes that could not be "
-                         "attributed to a request", "reply-too-large", REPLY_TOO_LARGE,
-                         {"limit": limit}))
+        self._end(
+            Ending(
+                f"child wrote a message larger than {limit} bytes that could not be attributed to a request",
+                "reply-too-large",
+                REPLY_TOO_LARGE,
+                {"limit": limit},
+            )
+        )
         return False
 
     async def _watch_child(self) -> None:
@@ -398,8 +458,9 @@ class Relay:
         if returncode is None:
             self._end(Ending("child closed its stdout", "child-exited"))
         else:
-            self._end(Ending(f"child {describe_exit(returncode)}", "child-exited",
-                             data={"returncode": returncode}))
+            self._end(
+                Ending(f"child {describe_exit(returncode)}", "child-exited", data={"returncode": returncode})
+            )
 
     # -- stopping and the client writer ----------------------------------------------------------
 
@@ -439,8 +500,7 @@ class Relay:
             self._client_writable = True
             return True
         except SendTimeout:
-            self._end(Ending(f"client read nothing for {self.limits.send_timeout}s",
-                             "client-too-slow"))
+            self._end(Ending(f"client read nothing for {self.limits.send_timeout}s", "client-too-slow"))
             return False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._end(CLIENT_GONE)

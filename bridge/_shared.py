@@ -80,7 +80,6 @@ REPLAY_ID = "mcp-bridge-handshake"
 METHOD_NOT_FOUND = -32601
 
 
-
 @attrs.define(eq=False)
 class _Client:
     key: ClientKey
@@ -149,8 +148,7 @@ class SharedChild:
 
     def __attrs_post_init__(self) -> None:
         self._router = Router(self.limits.max_in_flight)
-        self.supervisor = Supervisor(self.spec, self.limits, self.policy,
-                                     on_state=self._state_changed)
+        self.supervisor = Supervisor(self.spec, self.limits, self.policy, on_state=self._state_changed)
 
     @property
     def in_flight(self) -> int:
@@ -165,8 +163,9 @@ class SharedChild:
         return self._child
 
     def _state_changed(self, state: Any, attempt: int) -> None:
-        logger.info("[%s] shared child %s%s", self.spec.name, state.value,
-                    f" (attempt {attempt})" if attempt else "")
+        logger.info(
+            "[%s] shared child %s%s", self.spec.name, state.value, f" (attempt {attempt})" if attempt else ""
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Supervise the child until :meth:`stop`; ready once the first child has started.
@@ -183,13 +182,11 @@ class SharedChild:
                 task_status.started()
         except BaseExceptionGroup as group:
             # Give the caller the supervisor's own verdict, not the nursery's wrapping of it.
-            if len(group.exceptions) == 1 and isinstance(group.exceptions[0],
-                                                         (ChildStartError, CrashLoop)):
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], (ChildStartError, CrashLoop)):
                 raise group.exceptions[0] from None
             raise
 
-    async def _supervise(self, helpers: trio.CancelScope, *,
-                         task_status: trio.TaskStatus[None]) -> None:
+    async def _supervise(self, helpers: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
         await self.supervisor.run(self._serve_child, task_status=task_status)
         helpers.cancel()
 
@@ -208,12 +205,22 @@ class SharedChild:
                 continue  # answered, cancelled, or its client left
             client_key, request_id = owner
             logger.info("[%s] request %r timed out after %gs", self.spec.name, request_id, timeout)
-            await self._send_to_child([{"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                        "params": {"requestId": wire,
-                                                   "reason": f"timed out after {timeout:g}s"}}])
-            self._deliver(client_key, error_response(request_id, REQUEST_TIMEOUT,
-                                                     "Request timed out", "request-timeout",
-                                                     timeout=timeout), 256)
+            await self._send_to_child(
+                [
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": wire, "reason": f"timed out after {timeout:g}s"},
+                    }
+                ]
+            )
+            self._deliver(
+                client_key,
+                error_response(
+                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                ),
+                256,
+            )
 
     def stop(self) -> None:
         """Every client is gone: stop the child in MCP order and do not restart it; :meth:`run`
@@ -243,14 +250,20 @@ class SharedChild:
             self._ready = trio.Event()
             with trio.move_on_after(self.limits.exit_drain_timeout):
                 await child.wait()
-            what = describe_exit(child.returncode) if child.returncode is not None else \
-                "closed its stdout"
+            what = describe_exit(child.returncode) if child.returncode is not None else "closed its stdout"
             for client_key, request_id in self._router.fail_all():
-                self._deliver(client_key, error_response(
-                    request_id, CONNECTION_CLOSED, "Connection closed", "child-exited",
-                    detail=f"the shared child {what}",
-                    **({"returncode": child.returncode} if child.returncode is not None else {})),
-                    256)
+                self._deliver(
+                    client_key,
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "child-exited",
+                        detail=f"the shared child {what}",
+                        **({"returncode": child.returncode} if child.returncode is not None else {}),
+                    ),
+                    256,
+                )
             self._handshake.wire_id = None
 
     async def _replay_handshake(self, child: ChildProcess) -> bool:
@@ -258,8 +271,7 @@ class SharedChild:
         False if it did not answer in time or answered with an error."""
         self._replayed = trio.Event()
         self._replay_reply = None
-        replay = {"jsonrpc": "2.0", "id": REPLAY_ID, "method": "initialize",
-                  "params": self._handshake.params}
+        replay = {"jsonrpc": "2.0", "id": REPLAY_ID, "method": "initialize", "params": self._handshake.params}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         with trio.move_on_after(HANDSHAKE_TIMEOUT):
             async with trio.open_nursery() as nursery:
@@ -268,8 +280,11 @@ class SharedChild:
                 await self._replayed.wait()
                 nursery.cancel_scope.cancel()
             if self._replay_reply is None or "error" in self._replay_reply:
-                logger.error("[%s] the restarted child refused the replayed handshake: %s",
-                             self.spec.name, self._replay_reply)
+                logger.error(
+                    "[%s] the restarted child refused the replayed handshake: %s",
+                    self.spec.name,
+                    self._replay_reply,
+                )
                 return False
             await self._send_to_child([initialized])
             return True
@@ -310,16 +325,22 @@ class SharedChild:
 
     def _reply_too_large(self, error: MessageTooLarge) -> bool:
         if type(error.request_id) is not int:
-            logger.error("[%s] the shared child wrote a message over %d bytes naming no request; "
-                         "restarting it", self.spec.name, error.limit)
+            logger.error(
+                "[%s] the shared child wrote a message over %d bytes naming no request; restarting it",
+                self.spec.name,
+                error.limit,
+            )
             return False
-        routed = self._router.child_response({"jsonrpc": "2.0", "id": error.request_id,
-                                              "result": None})
+        routed = self._router.child_response({"jsonrpc": "2.0", "id": error.request_id, "result": None})
         if routed is not None:
             client_key, reply = routed
-            self._deliver(client_key, error_response(reply["id"], REPLY_TOO_LARGE,
-                                                     "Reply too large", "reply-too-large",
-                                                     limit=error.limit), 256)
+            self._deliver(
+                client_key,
+                error_response(
+                    reply["id"], REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=error.limit
+                ),
+                256,
+            )
         return True
 
     async def _flush_child_requests(self) -> None:
@@ -351,9 +372,15 @@ class SharedChild:
                 target = in_flight[0]
                 self._deliver(target, self._router.child_request(target, message), size)
             else:
-                self._refusals.append(error_response(
-                    message["id"], METHOD_NOT_FOUND, "No client to route to",
-                    "no-client-to-route-to", clients_with_requests_in_flight=len(in_flight)))
+                self._refusals.append(
+                    error_response(
+                        message["id"],
+                        METHOD_NOT_FOUND,
+                        "No client to route to",
+                        "no-client-to-route-to",
+                        clients_with_requests_in_flight=len(in_flight),
+                    )
+                )
             return
         method = message["method"]
         if method == "notifications/progress":
@@ -388,11 +415,13 @@ class SharedChild:
         client.outbox_bytes += size
         client.wake.set()
         client.changed.set()
-        if (len(client.outbox) > self.limits.client_queue
-                or waiting_bytes > self.limits.client_queue_bytes):
-            self._drop(client, "client-too-slow",
-                       f"its queue passed {self.limits.client_queue} messages or "
-                       f"{self.limits.client_queue_bytes} bytes")
+        if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
+            self._drop(
+                client,
+                "client-too-slow",
+                f"its queue passed {self.limits.client_queue} messages or "
+                f"{self.limits.client_queue_bytes} bytes",
+            )
 
     def _drop(self, client: _Client, reason: str, detail: str) -> None:
         if client.ending is None:
@@ -417,8 +446,7 @@ class SharedChild:
             try:
                 await client.channel.send_many(batch)
             except SendTimeout:
-                self._drop(client, "client-too-slow",
-                           f"it read nothing for {self.limits.send_timeout}s")
+                self._drop(client, "client-too-slow", f"it read nothing for {self.limits.send_timeout}s")
                 return
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._drop(client, "client-disconnected", "connection lost")
@@ -476,13 +504,11 @@ class SharedChild:
                     client.changed = trio.Event()
                     await client.changed.wait()
 
-    def fail_client(self, client_key: ClientKey, reason: str,
-                    code: int = CONNECTION_CLOSED) -> None:
+    def fail_client(self, client_key: ClientKey, reason: str, code: int = CONNECTION_CLOSED) -> None:
         """Answer a client's requests in flight with ``code`` (``-32000`` unless the client itself
         is at fault); later replies are dropped."""
         for request_id in self._router.take_client(client_key):
-            self._deliver(client_key, error_response(request_id, code, "Connection closed",
-                                                     reason), 256)
+            self._deliver(client_key, error_response(request_id, code, "Connection closed", reason), 256)
 
     def fail_everyone(self, reason: str) -> None:
         """The immediate stop: every request in flight is answered now."""
@@ -492,11 +518,17 @@ class SharedChild:
     async def _detach(self, client: _Client) -> None:
         detached = self._router.detach(client.key)
         messages: list[JSONObject] = [
-            {"jsonrpc": "2.0", "method": "notifications/cancelled",
-             "params": {"requestId": wire, "reason": "client disconnected"}}
-            for wire in detached.cancel]
-        messages += [error_response(child_id, CONNECTION_CLOSED, "Connection closed",
-                                    "client-disconnected") for child_id in detached.refuse]
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": wire, "reason": "client disconnected"},
+            }
+            for wire in detached.cancel
+        ]
+        messages += [
+            error_response(child_id, CONNECTION_CLOSED, "Connection closed", "client-disconnected")
+            for child_id in detached.refuse
+        ]
         if messages and self._child is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(self.limits.send_timeout):
                 await self._send_to_child(messages)
@@ -516,8 +548,10 @@ class SharedChild:
                 if isinstance(item, ProtocolError):
                     consecutive_errors += 1
                     self._answer_bad_input(client, item)
-                    if isinstance(item, MessageTooLarge) or \
-                            consecutive_errors >= self.limits.max_consecutive_errors:
+                    if (
+                        isinstance(item, MessageTooLarge)
+                        or consecutive_errors >= self.limits.max_consecutive_errors
+                    ):
                         await self._send_to_child_checked(forward)
                         await self._flush_and_drop(client, item)
                         return
@@ -529,8 +563,7 @@ class SharedChild:
             await self._send_to_child_checked(forward)
 
     async def _flush_and_drop(self, client: _Client, error: ProtocolError) -> None:
-        reason = "message-too-large" if isinstance(error, MessageTooLarge) else \
-            "too-many-invalid-messages"
+        reason = "message-too-large" if isinstance(error, MessageTooLarge) else "too-many-invalid-messages"
         self.fail_client(client.key, reason, INVALID_REQUEST)  # as the per-connection relay does
         with trio.move_on_after(self.limits.send_timeout):
             while client.unsent:
@@ -557,8 +590,11 @@ class SharedChild:
             return self._router.client_response(client.key, message)
         request_id = message["id"]
         if self.stopping.is_set():
-            self._deliver(client.key, error_response(request_id, CONNECTION_CLOSED,
-                                                     "Connection closed", "shutting-down"), 256)
+            self._deliver(
+                client.key,
+                error_response(request_id, CONNECTION_CLOSED, "Connection closed", "shutting-down"),
+                256,
+            )
             return None
         if message["method"] == "initialize":
             client.legacy = True
@@ -569,27 +605,45 @@ class SharedChild:
             with trio.move_on_after(CHILD_READY_TIMEOUT):
                 await self._ready.wait()
             if not self._ready.is_set():
-                self._deliver(client.key, error_response(
-                    request_id, CONNECTION_CLOSED, "Connection closed", "child-restarting",
-                    detail=f"the shared child was not back within {CHILD_READY_TIMEOUT:g}s"), 256)
+                self._deliver(
+                    client.key,
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "child-restarting",
+                        detail=f"the shared child was not back within {CHILD_READY_TIMEOUT:g}s",
+                    ),
+                    256,
+                )
                 return None
         try:
             routed = self._router.client_request(client.key, message)
         except DuplicateRequest:
-            self._deliver(client.key, error_response(request_id, INVALID_REQUEST,
-                                                     "Invalid Request", "duplicate-id"), 256)
+            self._deliver(
+                client.key,
+                error_response(request_id, INVALID_REQUEST, "Invalid Request", "duplicate-id"),
+                256,
+            )
             return None
         except TooManyRequests:
-            self._deliver(client.key, error_response(request_id, TOO_MANY_REQUESTS,
-                                                     "Too many requests", "too-many-requests",
-                                                     limit=self.limits.max_in_flight), 256)
+            self._deliver(
+                client.key,
+                error_response(
+                    request_id,
+                    TOO_MANY_REQUESTS,
+                    "Too many requests",
+                    "too-many-requests",
+                    limit=self.limits.max_in_flight,
+                ),
+                256,
+            )
             return None
         if message["method"] == "initialize":
             self._handshake.wire_id = routed["id"]
             self._handshake.params = message.get("params")
         if self.limits.request_timeout is not None:
-            self._deadlines.append((trio.current_time() + self.limits.request_timeout,
-                                    routed["id"]))
+            self._deadlines.append((trio.current_time() + self.limits.request_timeout, routed["id"]))
             self._deadline_added.set()
         return routed
 
@@ -597,12 +651,21 @@ class SharedChild:
         with trio.move_on_after(HANDSHAKE_TIMEOUT):
             await self._handshake.done.wait()
         if self._handshake.result is None:
-            self._deliver(client.key, error_response(
-                request_id, CONNECTION_CLOSED, "Connection closed", "handshake-failed",
-                detail="the first client's initialize did not succeed"), 256)
+            self._deliver(
+                client.key,
+                error_response(
+                    request_id,
+                    CONNECTION_CLOSED,
+                    "Connection closed",
+                    "handshake-failed",
+                    detail="the first client's initialize did not succeed",
+                ),
+                256,
+            )
         else:
-            self._deliver(client.key, {"jsonrpc": "2.0", "id": request_id,
-                                       "result": self._handshake.result}, 256)
+            self._deliver(
+                client.key, {"jsonrpc": "2.0", "id": request_id, "result": self._handshake.result}, 256
+            )
 
     # -- writing to the child -------------------------------------------------------------------
 
@@ -614,9 +677,17 @@ class SharedChild:
                 if "method" in message and "id" in message:
                     taken = self._router.take(message["id"])
                     if taken is not None:
-                        self._deliver(taken[0], error_response(
-                            taken[1], CONNECTION_CLOSED, "Connection closed", "child-exited",
-                            detail="the shared child was going down"), 256)
+                        self._deliver(
+                            taken[0],
+                            error_response(
+                                taken[1],
+                                CONNECTION_CLOSED,
+                                "Connection closed",
+                                "child-exited",
+                                detail="the shared child was going down",
+                            ),
+                            256,
+                        )
 
     async def _send_to_child(self, messages: Sequence[JSONObject]) -> bool:
         """Write to the current child; False if there is none or its stdin is closed."""

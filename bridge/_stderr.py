@@ -69,13 +69,23 @@ async def log_stderr(stream: trio.abc.ReceiveStream, name: str, pid: int) -> Non
     def emit(item: bytes | Oversized) -> None:
         allowed, suppressed = limiter.admit(trio.current_time())
         if suppressed:
-            logger.warning("[%s pid %d] %d stderr lines suppressed (over %d/s)",
-                           name, pid, suppressed, STDERR_LINES_PER_SECOND)
+            logger.warning(
+                "[%s pid %d] %d stderr lines suppressed (over %d/s)",
+                name,
+                pid,
+                suppressed,
+                STDERR_LINES_PER_SECOND,
+            )
         if not allowed:
             return
         if isinstance(item, Oversized):
-            logger.info("[%s pid %d] %s ... [line over %d bytes truncated]",
-                        name, pid, escape_for_log(item.prefix), MAX_STDERR_LINE)
+            logger.info(
+                "[%s pid %d] %s ... [line over %d bytes truncated]",
+                name,
+                pid,
+                escape_for_log(item.prefix),
+                MAX_STDERR_LINE,
+            )
         else:
             logger.info("[%s pid %d] %s", name, pid, escape_for_log(item))
 
@@ -89,5 +99,10 @@ async def log_stderr(stream: trio.abc.ReceiveStream, name: str, pid: int) -> Non
         if last := framer.take_partial():  # a last line without a newline is still logged
             emit(last)
         if suppressed := limiter.flush():
-            logger.warning("[%s pid %d] %d stderr lines suppressed (over %d/s)",
-                           name, pid, suppressed, STDERR_LINES_PER_SECOND)
+            logger.warning(
+                "[%s pid %d] %d stderr lines suppressed (over %d/s)",
+                name,
+                pid,
+                suppressed,
+                STDERR_LINES_PER_SECOND,
+            )

@@ -73,8 +73,9 @@ class RestartPolicy:
     floor: float = attrs.field(default=RESTART_FLOOR, validator=attrs.validators.gt(0))
     cap: float = attrs.field(default=RESTART_CAP)
     multiplier: float = attrs.field(default=RESTART_MULTIPLIER, validator=attrs.validators.ge(1))
-    jitter: float = attrs.field(default=RESTART_JITTER,
-                                validator=[attrs.validators.ge(0), attrs.validators.lt(1)])
+    jitter: float = attrs.field(
+        default=RESTART_JITTER, validator=[attrs.validators.ge(0), attrs.validators.lt(1)]
+    )
     stable_after: float = STABLE_AFTER
     crash_limit: int = attrs.field(default=CRASH_LIMIT, validator=attrs.validators.ge(0))
     crash_window: float = CRASH_WINDOW
@@ -143,7 +144,7 @@ class RestartTracker:
         if len(self._exits) > policy.crash_limit:
             return None
         try:
-            base = policy.floor * policy.multiplier ** self._attempt
+            base = policy.floor * policy.multiplier**self._attempt
         except OverflowError:  # a very long history of unstable runs spread over many windows
             base = policy.cap
         self._attempt += 1
@@ -285,8 +286,9 @@ class Supervisor:
             raise
         self._set_state(SupervisorState.STOPPED)
 
-    async def _supervise(self, serve: Callable[[ChildProcess], Awaitable[None]],
-                         task_status: trio.TaskStatus[None]) -> None:
+    async def _supervise(
+        self, serve: Callable[[ChildProcess], Awaitable[None]], task_status: trio.TaskStatus[None]
+    ) -> None:
         name = self.spec.name
         first = True
         while True:
@@ -304,8 +306,7 @@ class Supervisor:
                         first = False
                         task_status.started()
                     else:
-                        logger.info("[%s pid %d] restarted (restart %d)", name, child.pid,
-                                    self._restarts)
+                        logger.info("[%s pid %d] restarted (restart %d)", name, child.pid, self._restarts)
                     try:
                         await serve(child)
                     finally:
@@ -317,20 +318,24 @@ class Supervisor:
             else:
                 assert child is not None and child.returncode is not None  # reaped by open_child
                 if self._stop_requested.is_set():
-                    logger.info("[%s pid %d] stopped on request: %s", name, child.pid,
-                                describe_exit(child.returncode))
+                    logger.info(
+                        "[%s pid %d] stopped on request: %s", name, child.pid, describe_exit(child.returncode)
+                    )
                     return
                 ended = f"pid {child.pid} {describe_exit(child.returncode)}"
             delay = self._tracker.exited(trio.current_time())
             if delay is None:
-                message = (f"{name} is crash-looping: {self._tracker.recent_exits} unexpected exits "
-                           f"within {self.policy.crash_window:g}s (at most "
-                           f"{self.policy.crash_limit} allowed); last: {ended}")
+                message = (
+                    f"{name} is crash-looping: {self._tracker.recent_exits} unexpected exits "
+                    f"within {self.policy.crash_window:g}s (at most "
+                    f"{self.policy.crash_limit} allowed); last: {ended}"
+                )
                 logger.error("%s; giving up", message)
                 self._set_state(SupervisorState.FAILED)
                 raise CrashLoop(message)
-            logger.warning("[%s] %s; restarting in %.2fs (attempt %d)", name, ended,
-                           delay, self._tracker.attempt)
+            logger.warning(
+                "[%s] %s; restarting in %.2fs (attempt %d)", name, ended, delay, self._tracker.attempt
+            )
             self._set_state(SupervisorState.RESTARTING)
             with trio.move_on_after(delay):
                 await self._stop_requested.wait()

@@ -228,9 +228,15 @@ class Server:
         self.initializes += 1
         requested = params.get("protocolVersion")
         if self.options.era == "modern":  # versioning.mdx: name the supported versions
-            self.error(request_id, -32022, "Unsupported protocol version",
-                       {"supported": list(MODERN_VERSIONS),
-                        "requested": requested if isinstance(requested, str) else ""})
+            self.error(
+                request_id,
+                -32022,
+                "Unsupported protocol version",
+                {
+                    "supported": list(MODERN_VERSIONS),
+                    "requested": requested if isinstance(requested, str) else "",
+                },
+            )
             return None
         version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
         return {
@@ -265,8 +271,13 @@ class Server:
         if name == "sleep":
             token = (params.get("_meta") or {}).get("progressToken")
             if token is not None:  # tells the client the request has reached the server
-                self.write({"jsonrpc": "2.0", "method": "notifications/progress",
-                            "params": {"progressToken": token, "progress": 0}})
+                self.write(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": 0},
+                    }
+                )
             time.sleep(float(arguments.get("seconds", 0)))
             return text_result("slept")
         if name == "blob":
@@ -290,22 +301,30 @@ class Server:
             self.write({"jsonrpc": "2.0", "method": str(arguments.get("method")), "params": {}})
             return text_result("sent")
         if name == "stats":
-            return text_result(json.dumps({"initialize": self.initializes,
-                                           "cancelled": self.cancelled}))
+            return text_result(json.dumps({"initialize": self.initializes, "cancelled": self.cancelled}))
         if name == "spawn_grandchild":
             child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
             self.grandchildren.append(child)
             return text_result(str(child.pid))
         raise ToolError(f"Unknown tool: {name}")
 
-
     def on_subscriptions_listen(self, params: JSON, request_id: Any) -> JSON:
         """2026-07-28 subscriptions: acknowledge, send one tagged update, end at once."""
         tag = {"io.modelcontextprotocol/subscriptionId": request_id}
-        self.write({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                    "params": {"_meta": tag, "notifications": params.get("notifications", {})}})
-        self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                    "params": {"_meta": tag, "uri": "example://updated"}})
+        self.write(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": tag, "notifications": params.get("notifications", {})},
+            }
+        )
+        self.write(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"_meta": tag, "uri": "example://updated"},
+            }
+        )
         return {"resultType": "complete", "_meta": tag}
 
     def ask_client(self, method: str) -> str:
@@ -331,35 +350,53 @@ def is_modern(params: JSON) -> bool:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--crash-after", type=int, metavar="N",
-                        help="answer N requests, then exit with status 3 when the next one arrives")
-    parser.add_argument("--crash-once-file", metavar="PATH",
-                        help="with --crash-after: crash only if PATH does not exist, creating it "
-                             "(so the restarted process serves on)")
-    parser.add_argument("--modern-after-crash", action="store_true",
-                        help="with --crash-once-file: a process started after the crash serves "
-                             "only the 2026-07-28 era (refuses initialize)")
-    parser.add_argument("--junk-every", type=int, metavar="N",
-                        help="write a non-JSON line to stdout before every Nth reply")
-    parser.add_argument("--stderr-flood", type=int, metavar="N", default=0,
-                        help="write N lines to stderr at start")
-    parser.add_argument("--ignore-stdin-eof", action="store_true",
-                        help="keep running after stdin closes")
+    parser.add_argument(
+        "--crash-after",
+        type=int,
+        metavar="N",
+        help="answer N requests, then exit with status 3 when the next one arrives",
+    )
+    parser.add_argument(
+        "--crash-once-file",
+        metavar="PATH",
+        help="with --crash-after: crash only if PATH does not exist, creating it "
+        "(so the restarted process serves on)",
+    )
+    parser.add_argument(
+        "--modern-after-crash",
+        action="store_true",
+        help="with --crash-once-file: a process started after the crash serves "
+        "only the 2026-07-28 era (refuses initialize)",
+    )
+    parser.add_argument(
+        "--junk-every", type=int, metavar="N", help="write a non-JSON line to stdout before every Nth reply"
+    )
+    parser.add_argument(
+        "--stderr-flood", type=int, metavar="N", default=0, help="write N lines to stderr at start"
+    )
+    parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin closes")
     parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
-    parser.add_argument("--close-stdout-after", type=int, metavar="N",
-                        help="close stdout after N replies but stay alive")
-    parser.add_argument("--era", choices=("dual", "legacy", "modern"), default="dual",
-                        help="protocol eras served: both (default), only the initialize handshake, "
-                             "or only the 2026-07-28 stateless era")
-    parser.add_argument("--discover-hang", action="store_true",
-                        help="never answer server/discover (later requests are answered)")
+    parser.add_argument(
+        "--close-stdout-after", type=int, metavar="N", help="close stdout after N replies but stay alive"
+    )
+    parser.add_argument(
+        "--era",
+        choices=("dual", "legacy", "modern"),
+        default="dual",
+        help="protocol eras served: both (default), only the initialize handshake, "
+        "or only the 2026-07-28 stateless era",
+    )
+    parser.add_argument(
+        "--discover-hang",
+        action="store_true",
+        help="never answer server/discover (later requests are answered)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(sys.argv[1:] if argv is None else argv)
-    if options.modern_after_crash and options.crash_once_file and \
-            os.path.exists(options.crash_once_file):
+    if options.modern_after_crash and options.crash_once_file and os.path.exists(options.crash_once_file):
         options.era = "modern"
     if options.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -106,11 +106,12 @@ class TokenSet:
 
 def _check_token(token: str, label: str) -> None:
     if not TOKEN_SYNTAX.fullmatch(token):
-        raise CredentialError(f"{label}: not a valid bearer token (RFC 6750 characters: letters, "
-                              f"digits and -._~+/ only); {TOKEN_HINT}")
+        raise CredentialError(
+            f"{label}: not a valid bearer token (RFC 6750 characters: letters, "
+            f"digits and -._~+/ only); {TOKEN_HINT}"
+        )
     if len(token) < MIN_TOKEN_LENGTH:
-        raise CredentialError(f"{label}: token is shorter than {MIN_TOKEN_LENGTH} characters; "
-                              f"{TOKEN_HINT}")
+        raise CredentialError(f"{label}: token is shorter than {MIN_TOKEN_LENGTH} characters; {TOKEN_HINT}")
 
 
 def _read_file(path: str) -> list[tuple[str, str]]:
@@ -122,15 +123,16 @@ def _read_file(path: str) -> list[tuple[str, str]]:
     except OSError as exc:
         raise CredentialError(f"token file {path}: {exc.strerror}") from None
     if mode & stat.S_IROTH:
-        raise CredentialError(f"token file {path} is readable by other users; "
-                              f"run: chmod o-rwx {path}")
+        raise CredentialError(f"token file {path} is readable by other users; run: chmod o-rwx {path}")
     try:
         text = data.decode()
     except UnicodeDecodeError:
         raise CredentialError(f"token file {path}: not UTF-8 text") from None
-    tokens = [(line.strip(), f"token file {path} line {number}")
-              for number, line in enumerate(text.splitlines(), start=1)
-              if line.strip() and not line.lstrip().startswith("#")]
+    tokens = [
+        (line.strip(), f"token file {path} line {number}")
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     if not tokens:
         raise CredentialError(f"token file {path} holds no token; {TOKEN_HINT}")
     for token, label in tokens:
@@ -142,8 +144,10 @@ def _read_env(name: str, environ: Mapping[str, str] | None) -> list[tuple[str, s
     value = (os.environ if environ is None else environ).get(name)
     if value is None:
         raise CredentialError(f"environment variable {name} is not set")
-    tokens = [(token, f"environment variable {name} token {number}")
-              for number, token in enumerate(value.split(), start=1)]
+    tokens = [
+        (token, f"environment variable {name} token {number}")
+        for number, token in enumerate(value.split(), start=1)
+    ]
     if not tokens:
         raise CredentialError(f"environment variable {name} is empty; {TOKEN_HINT}")
     for token, label in tokens:
@@ -181,8 +185,10 @@ def tokens_from_credential(name: str, environ: Mapping[str, str] | None = None) 
     """
     directory = (os.environ if environ is None else environ).get("CREDENTIALS_DIRECTORY")
     if not directory:
-        raise CredentialError(f"credential {name}: $CREDENTIALS_DIRECTORY is not set; add "
-                              f"LoadCredential={name}:/path/to/token to the service unit")
+        raise CredentialError(
+            f"credential {name}: $CREDENTIALS_DIRECTORY is not set; add "
+            f"LoadCredential={name}:/path/to/token to the service unit"
+        )
     if "/" in name or name in ("", ".", ".."):
         raise CredentialError(f"credential {name!r}: expected a bare credential name")
     return tokens_from_file(os.path.join(directory, name))
@@ -205,8 +211,9 @@ def client_token_from_env(name: str, environ: Mapping[str, str] | None = None) -
     """
     tokens = _read_env(name, environ)
     if len(tokens) > 1:
-        raise CredentialError(f"environment variable {name} holds {len(tokens)} tokens; "
-                              "a client presents one")
+        raise CredentialError(
+            f"environment variable {name} holds {len(tokens)} tokens; a client presents one"
+        )
     return tokens[0][0]
 
 

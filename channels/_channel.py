@@ -75,10 +75,15 @@ class PeerInfo:
             for name, value in (("pid", self.pid), ("uid", self.uid), ("gid", self.gid))
             if value is not None
         )
-        parts.extend(f"{name}={value!r}"
-                     for name, value in (("cert", self.certificate), ("origin", self.origin),
-                                         ("auth", self.credential))
-                     if value is not None)
+        parts.extend(
+            f"{name}={value!r}"
+            for name, value in (
+                ("cert", self.certificate),
+                ("origin", self.origin),
+                ("auth", self.credential),
+            )
+            if value is not None
+        )
         return " ".join(parts)
 
 
@@ -100,6 +105,11 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
       :class:`~channels.SendTimeout` and the channel stays broken (slow-reader protection without a
       cancel scope around every send: the deadline is only armed when a send has to wait).
     """
+
+    bytes_received: int = 0
+    """Bytes read from the transport so far (framing included), where the channel counts them."""
+    bytes_sent: int = 0
+    """Bytes written to the transport so far, where the channel counts them."""
 
     send_timeout: float | None = None
     """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.

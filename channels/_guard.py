@@ -43,9 +43,13 @@ class Rejection:
     message: str
 
     def body(self) -> bytes:
-        return json.dumps({"jsonrpc": "2.0", "id": None,
-                           "error": {"code": -32000, "message": self.message,
-                                     "data": {"reason": self.reason}}}).encode()
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32000, "message": self.message, "data": {"reason": self.reason}},
+            }
+        ).encode()
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         headers = [(b"content-type", b"application/json")]
@@ -65,7 +69,7 @@ def hostname_of(host: str) -> str:
     address (a bind address, an ``--allow-host``) has no port: ``"2001:db8::5"`` stays whole."""
     host = host.strip().lower()
     if host.startswith("["):
-        name = host[1:host.find("]")] if "]" in host else host[1:]
+        name = host[1 : host.find("]")] if "]" in host else host[1:]
     elif host.count(":") > 1:
         name = host
     else:
@@ -102,11 +106,22 @@ class RequestGuard:
     tokens: TokenSet | None = None
 
     @classmethod
-    def create(cls, *, loopback: bool, bind_host: str, allow_hosts: frozenset[str],
-               allow_origins: frozenset[str], tokens: TokenSet | None) -> RequestGuard:
-        return cls(loopback, hostname_of(bind_host),
-                   frozenset(hostname_of(host) for host in allow_hosts),
-                   frozenset(origin.lower().rstrip("/") for origin in allow_origins), tokens)
+    def create(
+        cls,
+        *,
+        loopback: bool,
+        bind_host: str,
+        allow_hosts: frozenset[str],
+        allow_origins: frozenset[str],
+        tokens: TokenSet | None,
+    ) -> RequestGuard:
+        return cls(
+            loopback,
+            hostname_of(bind_host),
+            frozenset(hostname_of(host) for host in allow_hosts),
+            frozenset(origin.lower().rstrip("/") for origin in allow_origins),
+            tokens,
+        )
 
     def check(self, host: str | None, headers: Headers) -> Rejection | str | None:
         """Apply the checks; return a :class:`Rejection`, or the label of the token the client
@@ -120,22 +135,23 @@ class RequestGuard:
         if host is None:
             return Rejection(400, "bad-host", "Bad Request: exactly one Host header is required")
         if not self._host_allowed(hostname_of(host)):
-            return Rejection(403, "host-not-allowed",
-                             "Forbidden: Host not allowed (add it with --allow-host)")
+            return Rejection(
+                403, "host-not-allowed", "Forbidden: Host not allowed (add it with --allow-host)"
+            )
         origins = header_values(headers, b"origin")
         if len(origins) > 1:
             return Rejection(403, "origin-not-allowed", "Forbidden: more than one Origin header")
         if origins and not self._origin_allowed(origins[0].decode("latin-1")):
-            return Rejection(403, "origin-not-allowed",
-                             "Forbidden: Origin not allowed (add it with --allow-origin)")
+            return Rejection(
+                403, "origin-not-allowed", "Forbidden: Origin not allowed (add it with --allow-origin)"
+            )
         if self.tokens is None:
             return None
         authorizations = header_values(headers, b"authorization")
         token = bearer_token(authorizations[0]) if len(authorizations) == 1 else None
         label = self.tokens.match(token)
         if label is None:
-            return Rejection(401, "unauthorized",
-                             "Unauthorized: send Authorization: Bearer TOKEN")
+            return Rejection(401, "unauthorized", "Unauthorized: send Authorization: Bearer TOKEN")
         return label
 
     def _host_allowed(self, name: str) -> bool:

@@ -159,8 +159,7 @@ def validate(message: Any) -> Kind:
     # else, errors and subclasses included, gets the thorough checks below.
     if type(message) is dict and message.get("jsonrpc") == "2.0":
         if "method" in message:
-            if (type(message["method"]) is str
-                    and type(message.get("params", _NO_PARAMS)) in _PARAMS_TYPES):
+            if type(message["method"]) is str and type(message.get("params", _NO_PARAMS)) in _PARAMS_TYPES:
                 if "id" not in message:
                     return Kind.NOTIFICATION
                 if type(message["id"]) in _ID_TYPES:
@@ -193,8 +192,7 @@ def _validate_thoroughly(message: Any) -> Kind:
         raise InvalidMessage('a message needs "method" or "id"')
     has_result, has_error = "result" in message, "error" in message
     if has_result == has_error:
-        raise InvalidMessage('a response needs exactly one of "result" and "error"',
-                             request_id=request_id)
+        raise InvalidMessage('a response needs exactly one of "result" and "error"', request_id=request_id)
     if has_error:
         error = message["error"]
         if not (
@@ -203,8 +201,9 @@ def _validate_thoroughly(message: Any) -> Kind:
             and not isinstance(error.get("code"), bool)
             and isinstance(error.get("message"), str)
         ):
-            raise InvalidMessage('"error" needs an integer "code" and a string "message"',
-                                 request_id=request_id)
+            raise InvalidMessage(
+                '"error" needs an integer "code" and a string "message"', request_id=request_id
+            )
         if raw_id is None:
             return Kind.RESPONSE
     if request_id is None:

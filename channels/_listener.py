@@ -89,11 +89,18 @@ def certificate_subject(certificate: dict[str, Any] | None) -> str | None:
     """``"CN=alice,O=Example"`` from ``SSLSocket.getpeercert()``'s dict, or ``None``."""
     if not certificate:
         return None
-    names = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
-             "emailAddress": "emailAddress"}
-    return ",".join(f"{names.get(key, key)}={value}"
-                    for rdn in certificate.get("subject", ()) for key, value in rdn)
+    names = {
+        "commonName": "CN",
+        "organizationName": "O",
+        "organizationalUnitName": "OU",
+        "countryName": "C",
+        "localityName": "L",
+        "stateOrProvinceName": "ST",
+        "emailAddress": "emailAddress",
+    }
+    return ",".join(
+        f"{names.get(key, key)}={value}" for rdn in certificate.get("subject", ()) for key, value in rdn
+    )
 
 
 async def tls_handshake(stream: trio.SSLStream[Any], peer: PeerInfo) -> PeerInfo:
@@ -113,9 +120,15 @@ async def tls_handshake(stream: trio.SSLStream[Any], peer: PeerInfo) -> PeerInfo
 
 def unauthorized(request_id: object, detail: str) -> dict[str, Any]:
     """The JSON-RPC error a newline channel gets when it does not authenticate."""
-    return {"jsonrpc": "2.0", "id": request_id,
-            "error": {"code": UNAUTHORIZED, "message": "Unauthorized",
-                      "data": {"reason": "unauthorized", "detail": detail}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": UNAUTHORIZED,
+            "message": "Unauthorized",
+            "data": {"reason": "unauthorized", "detail": detail},
+        },
+    }
 
 
 async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -> str:
@@ -139,15 +152,20 @@ async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -
     if label is not None:
         return label
     if not problem:
-        problem = ("wrong token" if token is not None
-                   else "first message was not a bridge/authenticate notification")
+        problem = (
+            "wrong token" if token is not None else "first message was not a bridge/authenticate notification"
+        )
     request_id = first.get("id") if "method" in first else None
     with trio.move_on_after(REFUSAL_SEND_TIMEOUT):
         try:
-            await channel.send(unauthorized(
-                request_id, "this listener requires a bearer token: send "
-                '{"jsonrpc":"2.0","method":"bridge/authenticate","params":{"token":"..."}} '
-                "as the first line (mcp-bridge connect --token-file does)"))
+            await channel.send(
+                unauthorized(
+                    request_id,
+                    "this listener requires a bearer token: send "
+                    '{"jsonrpc":"2.0","method":"bridge/authenticate","params":{"token":"..."}} '
+                    "as the first line (mcp-bridge connect --token-file does)",
+                )
+            )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
     raise HandshakeError(f"authentication failed: {problem}")
@@ -186,8 +204,7 @@ class StreamIncoming(Incoming):
                 peer = self.initial_peer
                 if isinstance(self.stream, trio.SSLStream):
                     peer = await tls_handshake(self.stream, peer)
-                channel = StreamChannel(self.stream, max_message_bytes=self.max_message_bytes,
-                                        peer=peer)
+                channel = StreamChannel(self.stream, max_message_bytes=self.max_message_bytes, peer=peer)
                 if self.tokens is not None:
                     label = await authenticate_first_message(channel, self.tokens)
                     channel.peer = attrs.evolve(peer, credential=label)
@@ -215,8 +232,14 @@ class StreamListener(MessageListener):
         transport: the name put on each channel's :attr:`~channels.PeerInfo.transport`.
     """
 
-    def __init__(self, listener: trio.abc.Listener[trio.abc.Stream], address: str,
-                 options: ListenOptions, *, transport: str) -> None:
+    def __init__(
+        self,
+        listener: trio.abc.Listener[trio.abc.Stream],
+        address: str,
+        options: ListenOptions,
+        *,
+        transport: str,
+    ) -> None:
         self._listener = listener
         self._address = address
         self._options = options
@@ -228,9 +251,13 @@ class StreamListener(MessageListener):
 
     async def accept(self) -> Incoming:
         stream = await self._listener.accept()
-        return StreamIncoming(stream, PeerInfo(self._transport, self._address),
-                              self._options.max_message_bytes, tokens=self._options.tokens,
-                              handshake_timeout=self._options.handshake_timeout)
+        return StreamIncoming(
+            stream,
+            PeerInfo(self._transport, self._address),
+            self._options.max_message_bytes,
+            tokens=self._options.tokens,
+            handshake_timeout=self._options.handshake_timeout,
+        )
 
     async def aclose(self) -> None:
         await self._listener.aclose()

@@ -19,8 +19,9 @@ logger = logging.getLogger("channels.serve")
 Handler = Callable[[MessageChannel], Awaitable[object]]
 
 
-def connect(address: str | Address,
-            options: ConnectOptions | None = None) -> AbstractAsyncContextManager[MessageChannel]:
+def connect(
+    address: str | Address, options: ConnectOptions | None = None
+) -> AbstractAsyncContextManager[MessageChannel]:
     """Connect to ``address`` (text such as ``"unix:/run/mcp.sock"``, or a parsed
     :class:`Address`); use as ``async with connect(...) as channel:``.
 
@@ -37,8 +38,9 @@ def connect(address: str | Address,
     return address.connect(options or ConnectOptions())
 
 
-async def open_listeners(addresses: Sequence[str | Address],
-                         options: ListenOptions | None = None) -> list[MessageListener]:
+async def open_listeners(
+    addresses: Sequence[str | Address], options: ListenOptions | None = None
+) -> list[MessageListener]:
     """Open a listener for every address (a host name may give several); the caller owns them.
 
     Raises:
@@ -98,9 +100,12 @@ async def serve(
             await trio.aclose_forcefully(listener)
         raise
     bound = [listener.address for listener in listeners]
-    await trio.serve_listeners(partial(_establish_and_handle, handler), listeners,
-                               handler_nursery=handler_nursery,
-                               task_status=_Forward(task_status, bound))
+    await trio.serve_listeners(
+        partial(_establish_and_handle, handler),
+        listeners,
+        handler_nursery=handler_nursery,
+        task_status=_Forward(task_status, bound),
+    )
 
 
 class _Forward(trio.TaskStatus[object]):

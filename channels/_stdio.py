@@ -95,8 +95,7 @@ class StdioListener(MessageListener):
             await trio.sleep_forever()
         self._accepted = True
         await trio.lowlevel.checkpoint()
-        return StreamIncoming(open_stdio_stream(), PeerInfo("stdio"),
-                              self._options.max_message_bytes)
+        return StreamIncoming(open_stdio_stream(), PeerInfo("stdio"), self._options.max_message_bytes)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -125,7 +124,8 @@ class StdioAddress(Address):
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         await trio.lowlevel.checkpoint()
-        channel = StreamChannel(open_stdio_stream(), max_message_bytes=options.max_message_bytes,
-                                peer=PeerInfo("stdio"))
+        channel = StreamChannel(
+            open_stdio_stream(), max_message_bytes=options.max_message_bytes, peer=PeerInfo("stdio")
+        )
         async with channel:
             yield channel

@@ -73,9 +73,23 @@ class StreamChannel(MessageChannel):
     rule and is always a full checkpoint.
     """
 
-    __slots__ = ("_broken", "_closed", "_eof", "_framer", "_peer", "_pending", "_receiving",
-                 "_send_fd", "_sending", "_stream", "bytes_received", "bytes_sent",
-                 "dropped_at_eof", "last_message_bytes", "send_timeout")
+    __slots__ = (
+        "_broken",
+        "_closed",
+        "_eof",
+        "_framer",
+        "_peer",
+        "_pending",
+        "_receiving",
+        "_send_fd",
+        "_sending",
+        "_stream",
+        "bytes_received",
+        "bytes_sent",
+        "dropped_at_eof",
+        "last_message_bytes",
+        "send_timeout",
+    )
 
     def __init__(
         self,

@@ -51,8 +51,12 @@ def split_host_port(host_port: str, *, text: str, form: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     # isdigit() alone admits "²" and other digits int() rejects.
-    if (not colon or not host or not (port_text.isascii() and port_text.isdigit())
-            or not 0 <= int(port_text) <= 65535):
+    if (
+        not colon
+        or not host
+        or not (port_text.isascii() and port_text.isdigit())
+        or not 0 <= int(port_text) <= 65535
+    ):
         raise AddressError(f"{text!r}: expected {form}")
     return host, int(port_text)
 
@@ -70,8 +74,7 @@ async def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
-async def check_exposure(address: object, host: str, options: ListenOptions, *,
-                         encrypted: bool) -> bool:
+async def check_exposure(address: object, host: str, options: ListenOptions, *, encrypted: bool) -> bool:
     """Apply the loopback rule to a network listener; return whether ``host`` is loopback.
 
     Beyond loopback, a listener must authenticate its clients (tokens, or TLS client
@@ -90,18 +93,28 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *,
                 f"{address}: {host} is not a loopback address and no authentication is "
                 "configured; require a bearer token (--token-file or --token-env)"
                 + (" or client certificates (--tls-client-ca)" if encrypted else "")
-                + ", bind 127.0.0.1, or pass --insecure-no-auth to expose the server anyway")
-        logger.warning("%s: listening beyond loopback without authentication "
-                       "(--insecure-no-auth): anyone who can reach it can use the server", address)
+                + ", bind 127.0.0.1, or pass --insecure-no-auth to expose the server anyway"
+            )
+        logger.warning(
+            "%s: listening beyond loopback without authentication "
+            "(--insecure-no-auth): anyone who can reach it can use the server",
+            address,
+        )
     elif options.tokens is not None and not encrypted:
-        logger.warning("%s: bearer tokens will cross the network in clear text; "
-                       "use tls: or wss:// to protect them", address)
+        logger.warning(
+            "%s: bearer tokens will cross the network in clear text; use tls: or wss:// to protect them",
+            address,
+        )
     return False
 
 
-async def accept_tcp(listener: trio.SocketListener, transport: str,
-                     ssl_context: ssl.SSLContext | None, *, https_compatible: bool = False
-                     ) -> tuple[trio.abc.Stream, PeerInfo]:
+async def accept_tcp(
+    listener: trio.SocketListener,
+    transport: str,
+    ssl_context: ssl.SSLContext | None,
+    *,
+    https_compatible: bool = False,
+) -> tuple[trio.abc.Stream, PeerInfo]:
     """Accept one connection: the stream (TLS-wrapped, handshake not yet done, with an
     ``ssl_context``) and what is known of the peer."""
     while True:
@@ -117,8 +130,7 @@ async def accept_tcp(listener: trio.SocketListener, transport: str,
     peer = PeerInfo(transport, format_host_port(host, port))
     if ssl_context is None:
         return stream, peer
-    return trio.SSLStream(stream, ssl_context, server_side=True,
-                          https_compatible=https_compatible), peer
+    return trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=https_compatible), peer
 
 
 @final
@@ -133,8 +145,9 @@ class TcpListener(MessageListener):
             :meth:`StreamIncoming.establish`, never in ``accept``.
     """
 
-    def __init__(self, listener: trio.SocketListener, options: ListenOptions,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, listener: trio.SocketListener, options: ListenOptions, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._listener = listener
         self._options = options
         self._ssl_context = ssl_context
@@ -148,9 +161,13 @@ class TcpListener(MessageListener):
 
     async def accept(self) -> Incoming:
         wrapped, peer = await accept_tcp(self._listener, self._transport, self._ssl_context)
-        return StreamIncoming(wrapped, peer, self._options.max_message_bytes,
-                              tokens=self._options.tokens,
-                              handshake_timeout=self._options.handshake_timeout)
+        return StreamIncoming(
+            wrapped,
+            peer,
+            self._options.max_message_bytes,
+            tokens=self._options.tokens,
+            handshake_timeout=self._options.handshake_timeout,
+        )
 
     async def aclose(self) -> None:
         await self._listener.aclose()
@@ -176,8 +193,9 @@ async def open_tcp_stream(address: object, host: str, port: int, timeout: float)
 
 
 @asynccontextmanager
-async def stream_channel(stream: trio.abc.Stream, peer: PeerInfo,
-                         options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+async def stream_channel(
+    stream: trio.abc.Stream, peer: PeerInfo, options: ConnectOptions
+) -> AsyncIterator[MessageChannel]:
     """A client's channel over a connected stream: presents ``options.token`` first if set, and
     closes the stream when the block ends."""
     channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes, peer=peer)
@@ -220,12 +238,15 @@ class TcpAddress(HostPortAddress):
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         await check_exposure(self, self.host, options, encrypted=False)
-        return [TcpListener(listener, options)
-                for listener in await open_tcp_listeners(self, self.host, self.port)]
+        return [
+            TcpListener(listener, options)
+            for listener in await open_tcp_listeners(self, self.host, self.port)
+        ]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         stream = await open_tcp_stream(self, self.host, self.port, options.handshake_timeout)
-        async with stream_channel(stream, PeerInfo("tcp", format_host_port(self.host, self.port)),
-                                  options) as channel:
+        async with stream_channel(
+            stream, PeerInfo("tcp", format_host_port(self.host, self.port)), options
+        ) as channel:
             yield channel

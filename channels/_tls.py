@@ -47,20 +47,25 @@ def server_context(address: object, options: ListenOptions) -> ssl.SSLContext:
             flag that set it).
     """
     if options.tls_cert is None or options.tls_key is None:
-        raise ListenError(f"{address}: a TLS listener needs a certificate and its key: "
-                          "pass --tls-cert PATH and --tls-key PATH")
+        raise ListenError(
+            f"{address}: a TLS listener needs a certificate and its key: "
+            "pass --tls-cert PATH and --tls-key PATH"
+        )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(options.tls_cert, options.tls_key)
     except (OSError, ssl.SSLError) as exc:
-        raise ListenError(f"{address}: cannot load --tls-cert {options.tls_cert} with --tls-key "
-                          f"{options.tls_key}: {_describe(exc)}") from None
+        raise ListenError(
+            f"{address}: cannot load --tls-cert {options.tls_cert} with --tls-key "
+            f"{options.tls_key}: {_describe(exc)}"
+        ) from None
     if options.tls_client_ca is not None:
         try:
             context.load_verify_locations(cafile=options.tls_client_ca)
         except (OSError, ssl.SSLError) as exc:
-            raise ListenError(f"{address}: cannot load --tls-client-ca {options.tls_client_ca}: "
-                              f"{_describe(exc)}") from None
+            raise ListenError(
+                f"{address}: cannot load --tls-client-ca {options.tls_client_ca}: {_describe(exc)}"
+            ) from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
 
@@ -74,14 +79,14 @@ def client_context(address: object, options: ConnectOptions) -> ssl.SSLContext:
     try:
         context = ssl.create_default_context(cafile=options.tls_ca)
     except (OSError, ssl.SSLError) as exc:
-        raise ConnectError(f"{address}: cannot load --tls-ca {options.tls_ca}: "
-                           f"{_describe(exc)}") from None
+        raise ConnectError(f"{address}: cannot load --tls-ca {options.tls_ca}: {_describe(exc)}") from None
     if options.tls_cert is not None:
         try:
             context.load_cert_chain(options.tls_cert, options.tls_key)
         except (OSError, ssl.SSLError) as exc:
-            raise ConnectError(f"{address}: cannot load --tls-cert {options.tls_cert}: "
-                               f"{_describe(exc)}") from None
+            raise ConnectError(
+                f"{address}: cannot load --tls-cert {options.tls_cert}: {_describe(exc)}"
+            ) from None
     return context
 
 
@@ -91,9 +96,9 @@ def _describe(exc: OSError | ssl.SSLError) -> str:
     return exc.strerror or str(exc)
 
 
-async def open_tls_client_stream(address: object, host: str, port: int,
-                                 options: ConnectOptions, *, https_compatible: bool = False
-                                 ) -> trio.SSLStream[trio.SocketStream]:
+async def open_tls_client_stream(
+    address: object, host: str, port: int, options: ConnectOptions, *, https_compatible: bool = False
+) -> trio.SSLStream[trio.SocketStream]:
     """Connect and run the TLS handshake within ``options.handshake_timeout``.
 
     Raises:
@@ -124,12 +129,15 @@ class TlsAddress(HostPortAddress):
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         context = server_context(self, options)
         await check_exposure(self, self.host, options, encrypted=True)
-        return [TcpListener(listener, options, ssl_context=context)
-                for listener in await open_tcp_listeners(self, self.host, self.port)]
+        return [
+            TcpListener(listener, options, ssl_context=context)
+            for listener in await open_tcp_listeners(self, self.host, self.port)
+        ]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         stream = await open_tls_client_stream(self, self.host, self.port, options)
-        async with stream_channel(stream, PeerInfo("tls", format_host_port(self.host, self.port)),
-                                  options) as channel:
+        async with stream_channel(
+            stream, PeerInfo("tls", format_host_port(self.host, self.port)), options
+        ) as channel:
             yield channel

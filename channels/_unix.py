@@ -152,8 +152,9 @@ class UnixListener(MessageListener):
     Each accepted channel's :attr:`~MessageChannel.peer` carries the peer's pid, uid and gid.
     """
 
-    def __init__(self, sock: socket.socket, path: str, created: os.stat_result,
-                 options: ListenOptions) -> None:
+    def __init__(
+        self, sock: socket.socket, path: str, created: os.stat_result, options: ListenOptions
+    ) -> None:
         self._listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
         self._path = path
         self._inode = (created.st_dev, created.st_ino)
@@ -225,7 +226,8 @@ class UnixAddress(Address):
             stream = await trio.open_unix_socket(self.path)
         except OSError as exc:
             raise ConnectError(f"{self}: {exc.strerror or exc}") from exc
-        channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes,
-                                peer=PeerInfo("unix", self.path))
+        channel = StreamChannel(
+            stream, max_message_bytes=options.max_message_bytes, peer=PeerInfo("unix", self.path)
+        )
         async with channel:
             yield channel

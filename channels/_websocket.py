@@ -72,8 +72,12 @@ class _RedactCredentials(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], str) \
-                and args[0].lower() in ("authorization", "cookie", "proxy-authorization"):
+        if (
+            isinstance(args, tuple)
+            and len(args) == 2
+            and isinstance(args[0], str)
+            and args[0].lower() in ("authorization", "cookie", "proxy-authorization")
+        ):
             record.args = (args[0], "[redacted]")
         return True
 
@@ -136,10 +140,12 @@ class WebSocketIncoming(Incoming):
                         channel = await self._handshake()
                     if deadline.cancelled_caught:
                         raise HandshakeError(
-                            f"no WebSocket upgrade within {self.options.handshake_timeout:g}s")
+                            f"no WebSocket upgrade within {self.options.handshake_timeout:g}s"
+                        )
                     assert channel is not None
-                    nursery.start_soon(channel.keepalive, self.options.ping_interval,
-                                       self.options.ping_timeout)
+                    nursery.start_soon(
+                        channel.keepalive, self.options.ping_interval, self.options.ping_timeout
+                    )
                     yield channel
                 except trio.Cancelled:
                     if channel is not None:
@@ -159,29 +165,32 @@ class WebSocketIncoming(Incoming):
         peer = self.initial_peer
         if isinstance(self.stream, trio.SSLStream):
             peer = await tls_handshake(self.stream, peer)
-        protocol = ServerProtocol(max_size=self.options.max_message_bytes,
-                                  select_subprotocol=_select_subprotocol, logger=wire_logger)
+        protocol = ServerProtocol(
+            max_size=self.options.max_message_bytes,
+            select_subprotocol=_select_subprotocol,
+            logger=wire_logger,
+        )
         request = await _read_request(self.stream, protocol)
         origins = request.headers.get_all("Origin")
         agents = request.headers.get_all("User-Agent")
-        peer = attrs.evolve(peer, origin=origins[0] if origins else None,
-                            user_agent=agents[0] if agents else None)
+        peer = attrs.evolve(
+            peer, origin=origins[0] if origins else None, user_agent=agents[0] if agents else None
+        )
         outcome: Rejection | str | None
         if request.path.partition("?")[0] != self.endpoint.path:
-            outcome = Rejection(404, "not-found",
-                                f"Not Found: the MCP endpoint is {self.endpoint.path}")
+            outcome = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {self.endpoint.path}")
         else:
             hosts = request.headers.get_all("Host")
-            outcome = self.guard.check(hosts[0] if len(hosts) == 1 else None,
-                                       _raw_headers(request.headers))
+            outcome = self.guard.check(hosts[0] if len(hosts) == 1 else None, _raw_headers(request.headers))
         if isinstance(outcome, Rejection):
             await _send_response(self.stream, protocol, _rejection(protocol, outcome))
             raise HandshakeError(f"upgrade refused with {outcome.status}: {outcome.message}")
         response = protocol.accept(request)
         await _send_response(self.stream, protocol, response)
         if response.status_code != 101:
-            raise HandshakeError(f"not a valid WebSocket upgrade ({protocol.handshake_exc}); "
-                                 f"answered {response.status_code}")
+            raise HandshakeError(
+                f"not a valid WebSocket upgrade ({protocol.handshake_exc}); answered {response.status_code}"
+            )
         if outcome is not None:
             peer = attrs.evolve(peer, credential=outcome)
         return WebSocketChannel(self.stream, protocol, peer, self.options.max_message_bytes)
@@ -194,24 +203,30 @@ class WebSocketIncoming(Incoming):
 class WebSocketListener(MessageListener):
     """Accepts TCP connections to upgrade to WebSocket; owns its socket."""
 
-    def __init__(self, listener: trio.SocketListener, endpoint: _Endpoint, guard: RequestGuard,
-                 options: ListenOptions, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(
+        self,
+        listener: trio.SocketListener,
+        endpoint: _Endpoint,
+        guard: RequestGuard,
+        options: ListenOptions,
+        ssl_context: ssl.SSLContext | None,
+    ) -> None:
         self._listener = listener
         self._endpoint = endpoint
         self._guard = guard
         self._options = options
         self._ssl_context = ssl_context
         host, port = listener.socket.getsockname()[:2]
-        self._address = (f"{endpoint.transport}://{format_host_port(host, port)}"
-                         f"{endpoint.path}")
+        self._address = f"{endpoint.transport}://{format_host_port(host, port)}{endpoint.path}"
 
     @property
     def address(self) -> str:
         return self._address
 
     async def accept(self) -> Incoming:
-        wrapped, peer = await accept_tcp(self._listener, self._endpoint.transport,
-                                         self._ssl_context, https_compatible=True)
+        wrapped, peer = await accept_tcp(
+            self._listener, self._endpoint.transport, self._ssl_context, https_compatible=True
+        )
         return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
 
     async def aclose(self) -> None:
@@ -231,14 +246,16 @@ class _WebSocketAddress(Address):
             parts = urlsplit(text)
             port = parts.port
         except ValueError:
-            raise AddressError(f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, "
-                               f"for example {example}") from None
+            raise AddressError(
+                f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, for example {example}"
+            ) from None
         if parts.scheme != cls.scheme or not parts.hostname:
-            raise AddressError(f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, "
-                               f"for example {example}")
+            raise AddressError(f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, for example {example}")
         if parts.query or parts.fragment or parts.username or parts.password:
-            raise AddressError(f"{text!r}: a WebSocket address takes no query, fragment or "
-                               f"credentials; for example {example}")
+            raise AddressError(
+                f"{text!r}: a WebSocket address takes no query, fragment or "
+                f"credentials; for example {example}"
+            )
         secure = cls.scheme == "wss"
         if port is None:
             port = 443 if secure else 80
@@ -252,11 +269,17 @@ class _WebSocketAddress(Address):
         endpoint = self.endpoint
         context = server_context(self, options) if endpoint.secure else None
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
-        guard = RequestGuard.create(loopback=loopback, bind_host=endpoint.host,
-                                    allow_hosts=options.allow_hosts,
-                                    allow_origins=options.allow_origins, tokens=options.tokens)
-        return [WebSocketListener(listener, endpoint, guard, options, context)
-                for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)]
+        guard = RequestGuard.create(
+            loopback=loopback,
+            bind_host=endpoint.host,
+            allow_hosts=options.allow_hosts,
+            allow_origins=options.allow_origins,
+            tokens=options.tokens,
+        )
+        return [
+            WebSocketListener(listener, endpoint, guard, options, context)
+            for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
+        ]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
@@ -264,17 +287,16 @@ class _WebSocketAddress(Address):
         if endpoint.secure:
             client_context(self, options)  # bad files fail before any connection is made
             stream: trio.abc.Stream = await open_tls_client_stream(
-                self, endpoint.host, endpoint.port, options, https_compatible=True)
+                self, endpoint.host, endpoint.port, options, https_compatible=True
+            )
         else:
-            stream = await open_tcp_stream(self, endpoint.host, endpoint.port,
-                                           options.handshake_timeout)
+            stream = await open_tcp_stream(self, endpoint.host, endpoint.port, options.handshake_timeout)
         peer = PeerInfo(endpoint.transport, format_host_port(endpoint.host, endpoint.port))
         try:
             with trio.move_on_after(options.handshake_timeout) as deadline:
                 protocol = await self._upgrade(stream, options)
             if deadline.cancelled_caught:
-                raise ConnectError(f"{self}: no WebSocket upgrade within "
-                                   f"{options.handshake_timeout:g}s")
+                raise ConnectError(f"{self}: no WebSocket upgrade within {options.handshake_timeout:g}s")
         except BaseException:
             await trio.aclose_forcefully(stream)
             raise
@@ -295,8 +317,12 @@ class _WebSocketAddress(Address):
             AccessDenied: refused with 401 or 403.
             ConnectError: refused otherwise, or not a WebSocket server.
         """
-        protocol = ClientProtocol(parse_uri(str(self)), subprotocols=[SUBPROTOCOL],
-                                  max_size=options.max_message_bytes, logger=wire_logger)
+        protocol = ClientProtocol(
+            parse_uri(str(self)),
+            subprotocols=[SUBPROTOCOL],
+            max_size=options.max_message_bytes,
+            logger=wire_logger,
+        )
         request = protocol.connect()
         if options.token is not None:
             request.headers["Authorization"] = f"Bearer {options.token}"
@@ -315,22 +341,25 @@ class _WebSocketAddress(Address):
         if isinstance(failure, InvalidStatus):
             status = failure.response.status_code
             error = AccessDenied if status in (401, 403) else ConnectError
-            raise error(f"{self}: upgrade refused with HTTP {status}"
-                        + _rejection_detail(bytes(failure.response.body)))
+            raise error(
+                f"{self}: upgrade refused with HTTP {status}"
+                + _rejection_detail(bytes(failure.response.body))
+            )
         if failure is not None:
             raise ConnectError(f"{self}: not a WebSocket server: {failure}")
         return protocol
 
 
-def _select_subprotocol(protocol: ServerProtocol,
-                        offered: Sequence[Subprotocol]) -> Subprotocol | None:
+def _select_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
     """``mcp`` if the client offers it; otherwise no subprotocol (not a refusal)."""
     return SUBPROTOCOL if SUBPROTOCOL in offered else None
 
 
 def _raw_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
-    return [(name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
-            for name, value in headers.raw_items()]
+    return [
+        (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+        for name, value in headers.raw_items()
+    ]
 
 
 async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> Request:
@@ -367,8 +396,12 @@ def _rejection(protocol: ServerProtocol, rejection: Rejection) -> Response:
     return response
 
 
-async def _send_response(stream: trio.abc.Stream, protocol: ServerProtocol,
-                         response: Response | None, pending: Sequence[bytes] = ()) -> None:
+async def _send_response(
+    stream: trio.abc.Stream,
+    protocol: ServerProtocol,
+    response: Response | None,
+    pending: Sequence[bytes] = (),
+) -> None:
     """Send the handshake response (and anything the protocol queued before it)."""
     if response is not None:
         protocol.send_response(response)

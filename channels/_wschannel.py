@@ -63,13 +63,33 @@ class WebSocketChannel(MessageChannel):
     :class:`~channels.ProtocolError` and the channel stays usable.
     """
 
-    __slots__ = ("_closed", "_end", "_fragments", "_messages", "_peer", "_protocol",
-                 "_receiving", "_send_fd", "_sending", "_stream", "_waiting_since",
-                 "_write_broken", "_write_lock", "bytes_received", "max_message_bytes",
-                 "send_timeout")
+    __slots__ = (
+        "_closed",
+        "_end",
+        "_fragments",
+        "_messages",
+        "_peer",
+        "_protocol",
+        "_receiving",
+        "_send_fd",
+        "_sending",
+        "_stream",
+        "_waiting_since",
+        "_write_broken",
+        "_write_lock",
+        "bytes_received",
+        "bytes_sent",
+        "max_message_bytes",
+        "send_timeout",
+    )
 
-    def __init__(self, stream: trio.abc.Stream, protocol: Protocol, peer: PeerInfo,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        protocol: Protocol,
+        peer: PeerInfo,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
         self._stream = stream
         self._protocol = protocol
         self._peer = peer
@@ -86,6 +106,7 @@ class WebSocketChannel(MessageChannel):
         self._write_broken = False
         self._waiting_since: float | None = None  # when a receive began waiting for bytes
         self.bytes_received = 0
+        self.bytes_sent = 0
 
     @property
     def peer(self) -> PeerInfo:
@@ -166,8 +187,9 @@ class WebSocketChannel(MessageChannel):
                 self._text(b"".join(self._fragments))
                 self._fragments = None
         elif frame.opcode is Opcode.BINARY or frame.opcode is Opcode.CONT:
-            self._protocol.fail(CloseReason.UNSUPPORTED_DATA.value,
-                                "binary frames are not accepted: send JSON-RPC as text")
+            self._protocol.fail(
+                CloseReason.UNSUPPORTED_DATA.value, "binary frames are not accepted: send JSON-RPC as text"
+            )
             self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
 
     def _text(self, data: bytes) -> None:
@@ -255,8 +277,8 @@ class WebSocketChannel(MessageChannel):
             sent = self._write_now(data)
             if sent < len(data):
                 await self._write_rest(memoryview(data)[sent:])
-                return True
-            return False
+            self.bytes_sent += len(data)
+            return sent < len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._write_broken = True
             if self._closed:
@@ -312,12 +334,15 @@ class WebSocketChannel(MessageChannel):
                 return
             await trio.sleep(timeout)
             waiting = self._waiting_since
-            if (self.bytes_received == received and waiting is not None
-                    and waiting <= pinged_at and not self._closed):
+            if (
+                self.bytes_received == received
+                and waiting is not None
+                and waiting <= pinged_at
+                and not self._closed
+            ):
                 logger.info("%s: no pong within %gs; closing", self._peer, timeout)
                 self._end = trio.BrokenResourceError("the peer did not answer a keepalive ping")
-                await self._close(CloseReason.INTERNAL_ERROR, "keepalive ping timeout",
-                                  by_owner=False)
+                await self._close(CloseReason.INTERNAL_ERROR, "keepalive ping timeout", by_owner=False)
                 return
 
     async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:

@@ -48,7 +48,7 @@ FILLER_BYTES = 16 * 1024
 
 # Text the duplex messages are drawn from: JSON escapes (quote, backslash, control characters), line
 # separators that must not split a line (\u2028, \x85), multi-byte UTF-8 and an astral character.
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 \"\\\n\r\t\x00\x85\u2028é€😀{}[]:,"
+_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789 "\\\n\r\t\x00\x85\u2028é€😀{}[]:,'
 
 # At most this many encoded bytes per character of _ALPHABET ("\x00" becomes "\\u0000").
 _MAX_ENCODED_BYTES_PER_CHAR = 6
@@ -103,13 +103,17 @@ async def check_message_channel(
         for check in one_way:
             async with _fresh_pair(check, make_pair, max_message_bytes, flipped) as (a, b):
                 await check(a, b)
-        oversized = (_check_oversized_message_closes if oversized_closes
-                     else _check_oversized_message_is_skipped)
+        oversized = (
+            _check_oversized_message_closes if oversized_closes else _check_oversized_message_is_skipped
+        )
         async with _fresh_pair(oversized, make_pair, max_message_bytes, flipped) as (a, b):
             await oversized(a, b, max_message_bytes)
         if make_clogged_pair is not None:
-            for check in (_check_concurrent_sends_are_busy, _check_aclose_wakes_a_blocked_send,
-                          _check_send_timeout_breaks_the_channel):
+            for check in (
+                _check_concurrent_sends_are_busy,
+                _check_aclose_wakes_a_blocked_send,
+                _check_send_timeout_breaks_the_channel,
+            ):
                 async with _fresh_pair(check, make_clogged_pair, max_message_bytes, flipped) as (a, b):
                     await check(a, b)
     async with _fresh_pair(_check_duplex_exchange, make_pair, max_message_bytes, False) as (a, b):
@@ -117,6 +121,7 @@ async def check_message_channel(
 
 
 # -- scaffolding --------------------------------------------------------------------------------
+
 
 @asynccontextmanager
 async def _fresh_pair(
@@ -211,6 +216,7 @@ async def _send_until_blocked_forever(channel: MessageChannel) -> None:
 
 # -- one-way checks -----------------------------------------------------------------------------
 
+
 async def _check_messages_arrive_in_order(a: MessageChannel, b: MessageChannel) -> None:
     messages = _sample_messages()
 
@@ -252,9 +258,7 @@ async def _check_close_ends_the_peers_channel(a: MessageChannel, b: MessageChann
         await _assert_end_of_channel(b)
 
 
-async def _check_local_close_makes_every_operation_fail(
-    a: MessageChannel, b: MessageChannel
-) -> None:
+async def _check_local_close_makes_every_operation_fail(a: MessageChannel, b: MessageChannel) -> None:
     with _assert_raises(trio.WouldBlock):
         a.receive_nowait()
     await a.aclose()
@@ -342,9 +346,7 @@ async def _check_invalid_messages_are_refused_unsent(a: MessageChannel, b: Messa
         await _receive_expecting(b, [marker])  # the first thing b sees: nothing else was written
 
 
-async def _check_sending_to_a_closed_peer_breaks_for_good(
-    a: MessageChannel, b: MessageChannel
-) -> None:
+async def _check_sending_to_a_closed_peer_breaks_for_good(a: MessageChannel, b: MessageChannel) -> None:
     await b.aclose()
     with _assert_raises(trio.BrokenResourceError):
         while True:  # buffers may take a few messages before the transport notices
@@ -418,6 +420,7 @@ def _message_of_size(size: int, *, request_id: int) -> JSONObject:
 
 # -- checks that need sends to block ------------------------------------------------------------
 
+
 async def _check_concurrent_sends_are_busy(a: MessageChannel, b: MessageChannel) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_send_until_blocked_forever, a)
@@ -468,6 +471,7 @@ async def _check_aclose_wakes_a_blocked_send(a: MessageChannel, b: MessageChanne
 
 # -- duplex -------------------------------------------------------------------------------------
 
+
 def _random_messages(seed: int, total_bytes: int, max_message_bytes: int) -> list[JSONObject]:
     """Messages of random kinds and sizes whose encodings add up to at least ``total_bytes``."""
     r = random.Random(seed)
@@ -491,8 +495,7 @@ def _random_messages(seed: int, total_bytes: int, max_message_bytes: int) -> lis
     return messages
 
 
-async def _send_in_random_batches(channel: MessageChannel, messages: list[JSONObject],
-                                  seed: int) -> None:
+async def _send_in_random_batches(channel: MessageChannel, messages: list[JSONObject], seed: int) -> None:
     r = random.Random(seed)
     position = 0
     while position < len(messages):
@@ -505,9 +508,7 @@ async def _send_in_random_batches(channel: MessageChannel, messages: list[JSONOb
         position += len(batch)
 
 
-async def _check_duplex_exchange(
-    a: MessageChannel, b: MessageChannel, max_message_bytes: int
-) -> None:
+async def _check_duplex_exchange(a: MessageChannel, b: MessageChannel, max_message_bytes: int) -> None:
     """A randomized 1 MiB each way, both directions at once, arrives intact and in order."""
     a_to_b = _random_messages(0, DUPLEX_TEST_BYTES, max_message_bytes)
     b_to_a = _random_messages(1, DUPLEX_TEST_BYTES, max_message_bytes)

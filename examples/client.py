@@ -18,14 +18,29 @@ import channels
 
 async def main(address: str) -> None:
     async with channels.connect(address) as channel:
-        await channel.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "example-client", "version": "1.0"}}})
+        await channel.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "example-client", "version": "1.0"},
+                },
+            }
+        )
         initialized = await channel.receive()
         print("server:", initialized["result"]["serverInfo"]["name"])
         await channel.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await channel.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                            "params": {"name": "echo", "arguments": {"text": "hello"}}})
+        await channel.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hello"}},
+            }
+        )
         reply = await channel.receive()
         print("echo:", reply["result"]["content"][0]["text"])
 

@@ -53,8 +53,7 @@ class AbstractAddress(channels.Address):
         except OSError as exc:
             sock.close()
             raise channels.ListenError(f"{self}: {exc.strerror}") from None
-        return [channels.StreamListener(trio.SocketListener(sock), str(self), options,
-                                        transport="abstract")]
+        return [channels.StreamListener(trio.SocketListener(sock), str(self), options, transport="abstract")]
 
     @asynccontextmanager
     async def connect(self, options: channels.ConnectOptions) -> AsyncIterator[channels.MessageChannel]:
@@ -64,20 +63,30 @@ class AbstractAddress(channels.Address):
         except OSError as exc:
             sock.close()
             raise channels.ConnectError(f"{self}: {exc.strerror}") from None
-        channel = channels.StreamChannel(trio.SocketStream(sock),
-                                         max_message_bytes=options.max_message_bytes,
-                                         peer=channels.PeerInfo("abstract", self.name))
+        channel = channels.StreamChannel(
+            trio.SocketStream(sock),
+            max_message_bytes=options.max_message_bytes,
+            peer=channels.PeerInfo("abstract", self.name),
+        )
         async with channel:
             yield channel
 
 
 async def main() -> None:
-    config = ServeConfig(listen=["abstract:mcp-bridge-example"],
-                         child=ChildSpec(argv=[sys.executable, str(EXAMPLE_SERVER)]),
-                         child_mode="per-connection")
+    config = ServeConfig(
+        listen=["abstract:mcp-bridge-example"],
+        child=ChildSpec(argv=[sys.executable, str(EXAMPLE_SERVER)]),
+        child_mode="per-connection",
+    )
     async with open_bridge(config), channels.connect("abstract:mcp-bridge-example") as channel:
-        await channel.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                            "params": {"name": "echo", "arguments": {"text": "no file needed"}}})
+        await channel.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "no file needed"}},
+            }
+        )
         reply = await channel.receive()
         print("echo:", reply["result"]["content"][0]["text"])
 

@@ -48,6 +48,7 @@ def sock_dir() -> Iterator[Path]:
 
 # -- messages ---------------------------------------------------------------------------------
 
+
 def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
@@ -65,6 +66,7 @@ def result_text(reply: dict[str, Any]) -> str:
 
 
 # -- an independent client ----------------------------------------------------------------------
+
 
 @attrs.define(eq=False)
 class LineClient:
@@ -121,6 +123,7 @@ class LineClient:
 
 # -- TLS material, made at test time (never a private key in the repository) --------------------
 
+
 @attrs.frozen
 class TlsFiles:
     """PEM files from one trustme CA: a server certificate for 127.0.0.1, ::1 and localhost, a
@@ -172,6 +175,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 
 # -- channels over real listeners ----------------------------------------------------------------
 
+
 @asynccontextmanager
 async def channel_pair(
     listener: MessageListener, options: ConnectOptions | None = None, address: str | None = None
@@ -196,7 +200,8 @@ async def channel_pair(
         nursery.start_soon(serve)
         try:
             async with parse_address(address or listener.address).connect(
-                    options or ConnectOptions()) as client:
+                options or ConnectOptions()
+            ) as client:
                 server = await receive.receive()
                 yield client, server
         finally:
@@ -205,7 +210,8 @@ async def channel_pair(
 
 @asynccontextmanager
 async def pair_maker(
-    address: str, listen_options: ListenOptions | None = None,
+    address: str,
+    listen_options: ListenOptions | None = None,
     connect_options: ConnectOptions | None = None,
 ) -> AsyncIterator[Callable[[int], Any]]:
     """A conformance-suite pair maker over a real listener at ``address``: each call connects a
@@ -214,15 +220,15 @@ async def pair_maker(
     async with trio.open_nursery() as nursery:
         done = trio.Event()
 
-        async def keep_pair(max_message_bytes: int,
-                            task_status: trio.TaskStatus[tuple[MessageChannel, MessageChannel]]
-                            ) -> None:
-            options = attrs.evolve(listen_options or ListenOptions(),
-                                   max_message_bytes=max_message_bytes)
+        async def keep_pair(
+            max_message_bytes: int, task_status: trio.TaskStatus[tuple[MessageChannel, MessageChannel]]
+        ) -> None:
+            options = attrs.evolve(listen_options or ListenOptions(), max_message_bytes=max_message_bytes)
             listeners = await parse_address(address).listen(options)
             try:
-                connect = attrs.evolve(connect_options or ConnectOptions(),
-                                       max_message_bytes=max_message_bytes)
+                connect = attrs.evolve(
+                    connect_options or ConnectOptions(), max_message_bytes=max_message_bytes
+                )
                 async with channel_pair(listeners[0], connect) as pair:
                     for listener in listeners:
                         await listener.aclose()
@@ -242,6 +248,7 @@ async def pair_maker(
 
 
 # -- the bridge in this process -----------------------------------------------------------------
+
 
 @asynccontextmanager
 async def running_bridge(
@@ -306,8 +313,12 @@ async def bridge_process(*args: str, listeners: int = 1) -> AsyncIterator[Bridge
     SIGTERM if still running, SIGKILL after 10 s, and is always reaped.
     """
     process = await trio.lowlevel.open_process(
-        bridge_argv(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, cwd=REPO, start_new_session=True,
+        bridge_argv(*args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        start_new_session=True,
     )
     lines: list[str] = []
     addresses: list[str] = []
@@ -349,6 +360,7 @@ async def bridge_process(*args: str, listeners: int = 1) -> AsyncIterator[Bridge
 
 
 # -- processes ----------------------------------------------------------------------------------
+
 
 def process_exists(pid: int) -> bool:
     """Whether ``pid`` is a live (not zombie) process."""

@@ -88,6 +88,7 @@ if __name__ == "__main__":
     if "--extra-tools" in sys.argv[1:]:
         server.tool(description="Report progress in steps, sleeping between them; return 'done'.")(slow)
         server.tool(description="Wait until at least N slow calls were cancelled; return how many.")(
-            cancelled_slow_calls)
+            cancelled_slow_calls
+        )
         server.tool(description="A text of the given size.", structured_output=False)(blob)
     server.run("stdio")

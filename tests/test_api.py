@@ -10,16 +10,17 @@ import trio
 import trio.testing
 
 import channels
-from bridge import ChildSpec, ServeConfig, open_bridge
+from bridge import ChildSpec, RestartPolicy, ServeConfig, open_bridge
 
-from conftest import call, example_server, process_exists, result_text, wait_until_gone
+from conftest import call, example_server, poll, process_exists, result_text, wait_until_gone
 
 TIMEOUT = 20
 
 
 def config(*listen: str) -> ServeConfig:
-    return ServeConfig(listen=list(listen), child=ChildSpec(argv=list(example_server())),
-                       child_mode="per-connection")
+    return ServeConfig(
+        listen=list(listen), child=ChildSpec(argv=list(example_server())), child_mode="per-connection"
+    )
 
 
 async def test_open_bridge_yields_once_listening_with_the_bound_addresses(sock_dir: Path) -> None:
@@ -36,7 +37,8 @@ async def test_open_bridge_yields_once_listening_with_the_bound_addresses(sock_d
 
 
 async def test_cancelling_the_block_still_stops_gracefully_finishing_requests_in_flight(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     replies: list[dict] = []
     with trio.fail_after(TIMEOUT):
@@ -75,3 +77,24 @@ def test_a_child_spec_without_a_command_is_refused() -> None:
 def test_a_malformed_address_string_is_refused_when_the_config_is_built() -> None:
     with pytest.raises(channels.AddressError, match="unknown address kind"):
         ServeConfig(listen=["carrier-pigeon:1"], child=ChildSpec(argv=["true"]))
+
+
+async def test_statistics_count_the_bytes_relayed_and_the_shared_childs_restarts(sock_dir: Path) -> None:
+    shared = ServeConfig(
+        listen=[f"unix:{sock_dir}/s.sock"],
+        child=ChildSpec(argv=[*example_server("--crash-after", "1")]),
+        child_mode="shared",
+        restart_policy=RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=10),
+    )
+    with trio.fail_after(TIMEOUT):
+        async with open_bridge(shared) as bridge:
+            async with channels.connect(bridge.addresses[0]) as channel:
+                await channel.send(call(1, "echo", text="crashes the child"))
+                reply = await channel.receive()
+                assert reply["error"]["data"]["reason"] == "child-exited"
+                await poll(lambda: bridge.statistics().child_restarts == 1)
+                sent = len(channels.encode(call(1, "echo", text="crashes the child")))
+                stats = bridge.statistics()
+                assert stats.bytes_from_clients == sent
+                assert stats.bytes_to_clients == len(channels.encode(reply))
+        assert bridge.statistics().bytes_from_clients == sent  # kept after the connection ended

@@ -50,6 +50,7 @@ def token_file(directory: Path, *lines: str, mode: int = 0o600) -> str:
 
 # -- token sources (sans-IO) ------------------------------------------------------------------------
 
+
 def test_a_token_set_matches_only_its_tokens_and_says_which_one() -> None:
     tokens = TokenSet.of([(OLD_TOKEN, "old"), (TOKEN, "new")])
     assert tokens.match(TOKEN) == "new"
@@ -98,10 +99,19 @@ def test_a_token_file_readable_by_other_users_is_refused_with_the_fix(tmp_path: 
         tokens_from_file(path)
 
 
-@pytest.mark.parametrize("lines", [(), ("# only a comment",), ("Qz7short",), ("has space inside xxxxxxxxx",),
-                                   ("bad\u00e9character-xxxxxxxxxxxx",)])
-def test_an_unusable_token_file_is_refused_without_echoing_its_content(tmp_path: Path,
-                                                                        lines: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "lines",
+    [
+        (),
+        ("# only a comment",),
+        ("Qz7short",),
+        ("has space inside xxxxxxxxx",),
+        ("bad\u00e9character-xxxxxxxxxxxx",),
+    ],
+)
+def test_an_unusable_token_file_is_refused_without_echoing_its_content(
+    tmp_path: Path, lines: tuple[str, ...]
+) -> None:
     path = token_file(tmp_path, *lines)
     with pytest.raises(CredentialError) as raised:
         tokens_from_file(path)
@@ -119,8 +129,9 @@ def test_a_missing_token_file_names_the_file(tmp_path: Path) -> None:
 
 def test_tokens_come_from_an_environment_variable() -> None:
     environ = {"MCP_TOKENS": f"{TOKEN} {OLD_TOKEN}", "ONE": TOKEN}
-    assert tokens_from_env("MCP_TOKENS", environ).match(OLD_TOKEN) == \
-        "environment variable MCP_TOKENS token 2"
+    assert (
+        tokens_from_env("MCP_TOKENS", environ).match(OLD_TOKEN) == "environment variable MCP_TOKENS token 2"
+    )
     assert client_token_from_env("ONE", environ) == TOKEN
     with pytest.raises(CredentialError, match="is not set"):
         tokens_from_env("UNSET", environ)
@@ -139,15 +150,16 @@ def test_tokens_come_from_a_systemd_credential(tmp_path: Path) -> None:
 
 # -- newline channels: the first message carries the token ----------------------------------------
 
+
 def guarded(**more) -> ListenOptions:
     return ListenOptions(tokens=TokenSet.of([(TOKEN, "test token")]), **more)
 
 
 async def test_a_tcp_client_without_a_token_is_answered_unauthorized_and_never_reaches_a_child(
-        caplog) -> None:
+    caplog,
+) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(request(1, "initialize", {}))
             replies = await client.receive_until_eof()
@@ -163,8 +175,7 @@ async def test_a_tcp_client_with_a_wrong_token_is_refused_and_the_token_is_never
     caplog.set_level(logging.DEBUG)
     wrong = "wrong-token-0123456789abcdef"
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(authenticate_message(wrong), request(1, "ping"))
             replies = await client.receive_until_eof()
@@ -181,11 +192,9 @@ async def test_a_tcp_client_with_a_wrong_token_is_refused_and_the_token_is_never
 
 async def test_messages_pipelined_behind_the_token_all_reach_the_child() -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            await client.send(authenticate_message(TOKEN),
-                              *(call(n, "echo", text=str(n)) for n in range(5)))
+            await client.send(authenticate_message(TOKEN), *(call(n, "echo", text=str(n)) for n in range(5)))
             replies = [await client.receive() for _ in range(5)]
             assert [result_text(r) for r in replies] == [str(n) for n in range(5)]
             await client.aclose()
@@ -193,8 +202,9 @@ async def test_messages_pipelined_behind_the_token_all_reach_the_child() -> None
 
 async def test_a_client_that_never_authenticates_is_cut_at_the_handshake_deadline() -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded(handshake_timeout=0.3)) as daemon:
+        async with running_bridge(
+            example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded(handshake_timeout=0.3)
+        ) as daemon:
             silent = await LineClient.open(daemon.addresses[0])
             assert await silent.receive_until_eof() == []
             await poll(lambda: daemon.statistics().handshakes_failed == 1)
@@ -203,8 +213,9 @@ async def test_a_client_that_never_authenticates_is_cut_at_the_handshake_deadlin
 
 async def test_unix_sockets_are_not_asked_for_a_token(sock_dir: Path) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], listen_options=guarded()
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             assert result_text(await client.call(1, "echo", text="local")) == "local"
             await client.aclose()
@@ -212,8 +223,7 @@ async def test_unix_sockets_are_not_asked_for_a_token(sock_dir: Path) -> None:
 
 async def test_our_tcp_client_presents_its_token_first() -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             address = parse_address(daemon.addresses[0])
             async with address.connect(ConnectOptions(token=TOKEN)) as channel:
                 await channel.send(call(1, "echo", text="ok"))
@@ -221,6 +231,7 @@ async def test_our_tcp_client_presents_its_token_first() -> None:
 
 
 # -- the loopback rule ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("address", ["tcp:0.0.0.0:0", "ws://0.0.0.0:0/"])
 async def test_a_non_loopback_bind_without_authentication_is_refused_naming_the_flags(address: str) -> None:
@@ -242,12 +253,13 @@ async def test_a_non_loopback_bind_with_tokens_is_allowed_with_a_clear_text_warn
 
 # -- connect ----------------------------------------------------------------------------------------
 
+
 async def test_connect_presents_a_token_from_an_environment_variable_and_never_takes_one_as_an_argument(
-        monkeypatch) -> None:
+    monkeypatch,
+) -> None:
     monkeypatch.setenv("MCP_BRIDGE_TOKEN", TOKEN)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             async with connect(daemon.addresses[0], "--token-env", "MCP_BRIDGE_TOKEN") as client:
                 assert result_text(await client.call_echo(1, "with a token")) == "with a token"
                 await client.close_stdin()
@@ -259,8 +271,7 @@ async def test_connect_presents_a_token_from_an_environment_variable_and_never_t
 async def test_connect_with_a_wrong_token_exits_77_with_a_message(tmp_path: Path) -> None:
     path = token_file(tmp_path, "wrong-token-0123456789abcdef")
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  listen_options=guarded()) as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             async with connect(daemon.addresses[0], "--token-file", path) as client:
                 await client.send(request(1, "ping"))
                 assert await client.exit_code() == EXIT_NOPERM

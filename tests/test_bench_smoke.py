@@ -23,7 +23,10 @@ async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
     with trio.fail_after(300):
         result = await trio.run_process(
             [sys.executable, "bench/run.py", "--quick", "--rows", ROWS, "--out", str(out)],
-            cwd=REPO, capture_stdout=True, capture_stderr=True, check=False,
+            cwd=REPO,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
         )
     report = result.stdout.decode() + result.stderr.decode()[-4000:]
     assert result.returncode == 0, report

@@ -28,15 +28,19 @@ Pair = tuple[MessageChannel, MessageChannel]
 
 async def memory_pair(max_message_bytes: int) -> Pair:
     left, right = trio.testing.memory_stream_pair()
-    return (StreamChannel(left, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
-            StreamChannel(right, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")))
+    return (
+        StreamChannel(left, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
+        StreamChannel(right, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
+    )
 
 
 async def lockstep_pair(max_message_bytes: int) -> Pair:
     """Memory streams without any buffering: a send blocks until the peer receives it."""
     left, right = trio.testing.lockstep_stream_pair()
-    return (StreamChannel(left, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
-            StreamChannel(right, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")))
+    return (
+        StreamChannel(left, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
+        StreamChannel(right, max_message_bytes=max_message_bytes, peer=PeerInfo("memory")),
+    )
 
 
 @asynccontextmanager
@@ -48,18 +52,23 @@ async def cat_pairs() -> AsyncIterator[PairMaker]:
     cats: list[trio.Process] = []
 
     async def start_cat() -> trio.Process:
-        cat = await trio.lowlevel.open_process(["cat"], stdin=subprocess.PIPE,
-                                               stdout=subprocess.PIPE)
+        cat = await trio.lowlevel.open_process(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         cats.append(cat)
         return cat
 
     async def make_pair(max_message_bytes: int) -> Pair:
         cat_a, cat_b = await start_cat(), await start_cat()
         assert cat_a.stdin and cat_a.stdout and cat_b.stdin and cat_b.stdout
-        a = StreamChannel(trio.StapledStream(cat_a.stdin, cat_b.stdout),
-                          max_message_bytes=max_message_bytes, peer=PeerInfo("pipe"))
-        b = StreamChannel(trio.StapledStream(cat_b.stdin, cat_a.stdout),
-                          max_message_bytes=max_message_bytes, peer=PeerInfo("pipe"))
+        a = StreamChannel(
+            trio.StapledStream(cat_a.stdin, cat_b.stdout),
+            max_message_bytes=max_message_bytes,
+            peer=PeerInfo("pipe"),
+        )
+        b = StreamChannel(
+            trio.StapledStream(cat_b.stdin, cat_a.stdout),
+            max_message_bytes=max_message_bytes,
+            peer=PeerInfo("pipe"),
+        )
         return a, b
 
     try:
@@ -76,29 +85,27 @@ async def cat_pairs() -> AsyncIterator[PairMaker]:
 
 async def test_a_memory_stream_channel_keeps_the_channel_contract() -> None:
     with trio.fail_after(SUITE_TIMEOUT):
-        await check_message_channel(memory_pair, make_clogged_pair=lockstep_pair,
-                                    half_closeable=True)
+        await check_message_channel(memory_pair, make_clogged_pair=lockstep_pair, half_closeable=True)
 
 
 async def test_a_unix_socket_channel_keeps_the_channel_contract(sock_dir: Path) -> None:
     with trio.fail_after(SUITE_TIMEOUT):
         async with pair_maker(f"unix:{sock_dir / 'conformance.sock'}") as make_pair:
             # Kernel socket buffers are bounded: the plain pair clogs when nobody reads.
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        half_closeable=True)
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)
 
 
 async def test_a_tcp_channel_keeps_the_channel_contract() -> None:
     with trio.fail_after(SUITE_TIMEOUT):
         async with pair_maker("tcp:127.0.0.1:0") as make_pair:
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        half_closeable=True)
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)
 
 
 async def test_a_tls_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> None:
     with trio.fail_after(SUITE_TIMEOUT):
-        async with pair_maker("tls:127.0.0.1:0", tls_files.listen_options(),
-                              tls_files.connect_options()) as make_pair:
+        async with pair_maker(
+            "tls:127.0.0.1:0", tls_files.listen_options(), tls_files.connect_options()
+        ) as make_pair:
             # TLS has no half-close (close_notify ends both directions).
             await check_message_channel(make_pair, make_clogged_pair=make_pair)
 
@@ -106,28 +113,30 @@ async def test_a_tls_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> 
 async def test_a_websocket_channel_keeps_the_channel_contract() -> None:
     with trio.fail_after(SUITE_TIMEOUT):
         async with pair_maker("ws://127.0.0.1:0/mcp") as make_pair:
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        oversized_closes=True)
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, oversized_closes=True)
 
 
 async def test_a_secure_websocket_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> None:
     with trio.fail_after(SUITE_TIMEOUT):
-        async with pair_maker("wss://127.0.0.1:0/", tls_files.listen_options(),
-                              tls_files.connect_options()) as make_pair:
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        oversized_closes=True)
+        async with pair_maker(
+            "wss://127.0.0.1:0/", tls_files.listen_options(), tls_files.connect_options()
+        ) as make_pair:
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, oversized_closes=True)
 
 
 async def test_a_channel_over_child_pipes_keeps_the_channel_contract() -> None:
     with trio.fail_after(SUITE_TIMEOUT):
         async with cat_pairs() as make_pair:
             # Pipes and cat's own buffer are bounded: the plain pair clogs when nobody reads.
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        half_closeable=True)
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)
 
 
 @pytest.mark.parametrize("max_message_bytes", [1024, 4 * 1024 * 1024])
 async def test_the_suite_holds_at_small_and_default_size_limits(max_message_bytes: int) -> None:
     with trio.fail_after(SUITE_TIMEOUT):
-        await check_message_channel(memory_pair, make_clogged_pair=lockstep_pair,
-                                    max_message_bytes=max_message_bytes, half_closeable=True)
+        await check_message_channel(
+            memory_pair,
+            make_clogged_pair=lockstep_pair,
+            max_message_bytes=max_message_bytes,
+            half_closeable=True,
+        )

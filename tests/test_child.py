@@ -100,6 +100,7 @@ def bridge_log(caplog: pytest.LogCaptureFixture) -> Iterator[LogWatcher]:
 
 # -- launch ---------------------------------------------------------------------------------------
 
+
 async def test_the_child_runs_as_the_leader_of_its_own_process_group_and_session() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server()), PATIENT_STOP) as child:
@@ -111,8 +112,22 @@ async def test_the_child_runs_as_the_leader_of_its_own_process_group_and_session
 
 async def test_argv_is_executed_without_a_shell_so_shell_syntax_arrives_verbatim(tmp_path: Path) -> None:
     witness = tmp_path / "a shell ran this"
-    tricky = (f"$(touch '{witness}')", f"`touch '{witness}'`", ";", f"; touch '{witness}'", "&&",
-              "|", "*", "$HOME", "'single'", '"double"', "a b  c", "", "\\n", "--flag=x y")
+    tricky = (
+        f"$(touch '{witness}')",
+        f"`touch '{witness}'`",
+        ";",
+        f"; touch '{witness}'",
+        "&&",
+        "|",
+        "*",
+        "$HOME",
+        "'single'",
+        '"double"',
+        "a b  c",
+        "",
+        "\\n",
+        "--flag=x y",
+    )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(REPORTER, *tricky)), PATIENT_STOP) as child:
             report = await report_of(child)
@@ -134,8 +149,14 @@ async def test_the_environment_holds_only_the_allowlist_configured_env_and_pass_
     spec = ChildSpec(
         python_child(REPORTER),
         env={"MB_CONFIGURED": "configured", "MB_PASSED": "configured wins", "NOTIFY_SOCKET": "/x"},
-        pass_env=("MB_PASSED", "MB_NOT_SET_ANYWHERE", "LISTEN_FDS", "LISTEN_PID", "NOTIFY_SOCKET",
-                  "WATCHDOG_USEC"),
+        pass_env=(
+            "MB_PASSED",
+            "MB_NOT_SET_ANYWHERE",
+            "LISTEN_FDS",
+            "LISTEN_PID",
+            "NOTIFY_SOCKET",
+            "WATCHDOG_USEC",
+        ),
     )
     with trio.fail_after(TIMEOUT):
         async with open_child(spec, PATIENT_STOP) as child:
@@ -143,18 +164,28 @@ async def test_the_environment_holds_only_the_allowlist_configured_env_and_pass_
     assert env["MB_CONFIGURED"] == "configured"
     assert env["MB_PASSED"] == "configured wins"  # configured env overrides a passed-on value
     assert env["PATH"] == os.environ["PATH"]
-    for name in ("MB_UNRELATED_SECRET", "MB_NOT_SET_ANYWHERE", "LISTEN_FDS", "LISTEN_PID",
-                 "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC"):
+    for name in (
+        "MB_UNRELATED_SECRET",
+        "MB_NOT_SET_ANYWHERE",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+    ):
         assert name not in env, name
     # Nothing else at all (LC_CTYPE may be added by CPython's own locale coercion; it is allowlisted).
     assert set(env) <= {*INHERITED_ENV, "MB_CONFIGURED", "MB_PASSED"}
 
 
-async def test_a_variable_named_in_pass_env_is_passed_on_with_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_variable_named_in_pass_env_is_passed_on_with_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MB_PASSED", "value with spaces; and $(shell) syntax")
     with trio.fail_after(TIMEOUT):
-        async with open_child(ChildSpec(python_child(REPORTER), pass_env=("MB_PASSED",)),
-                              PATIENT_STOP) as child:
+        async with open_child(
+            ChildSpec(python_child(REPORTER), pass_env=("MB_PASSED",)), PATIENT_STOP
+        ) as child:
             env = (await report_of(child))["env"]
     assert env["MB_PASSED"] == "value with spaces; and $(shell) syntax"
 
@@ -194,6 +225,7 @@ async def test_messages_pass_through_the_childs_stdin_and_stdout_as_a_channel() 
 
 # -- stop, MCP order ------------------------------------------------------------------------------
 
+
 async def test_a_well_behaved_child_exits_on_stdin_eof_without_any_signal(bridge_log: LogWatcher) -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server()), PATIENT_STOP) as child:
@@ -211,10 +243,13 @@ async def test_a_child_that_ignores_stdin_eof_is_stopped_by_sigterm(bridge_log: 
     assert not any("sending SIGKILL" in m for m in bridge_log.messages())
 
 
-async def test_a_child_that_ignores_stdin_eof_and_sigterm_is_killed_with_sigkill(bridge_log: LogWatcher) -> None:
+async def test_a_child_that_ignores_stdin_eof_and_sigterm_is_killed_with_sigkill(
+    bridge_log: LogWatcher,
+) -> None:
     with trio.fail_after(TIMEOUT):
-        async with open_child(ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")),
-                              FAST_STOP) as child:
+        async with open_child(
+            ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")), FAST_STOP
+        ) as child:
             await ping(child)
         assert child.returncode == -signal.SIGKILL
     messages = bridge_log.messages()
@@ -234,9 +269,14 @@ async def test_the_stop_waits_the_stdin_timeout_before_signalling(bridge_log: Lo
     assert 0.5 <= elapsed < 5
 
 
-@pytest.mark.parametrize("flags", [(), ("--ignore-stdin-eof",), ("--ignore-stdin-eof", "--ignore-sigterm")],
-                         ids=["exits-on-eof", "needs-sigterm", "needs-sigkill"])
-async def test_a_grandchild_in_the_childs_process_group_does_not_survive_the_stop(flags: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "flags",
+    [(), ("--ignore-stdin-eof",), ("--ignore-stdin-eof", "--ignore-sigterm")],
+    ids=["exits-on-eof", "needs-sigterm", "needs-sigkill"],
+)
+async def test_a_grandchild_in_the_childs_process_group_does_not_survive_the_stop(
+    flags: tuple[str, ...],
+) -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server(*flags)), FAST_STOP) as child:
             await child.channel.send(call(1, "spawn_grandchild"))
@@ -277,8 +317,9 @@ async def test_concurrent_stops_all_return_after_the_child_is_reaped() -> None:
 
 async def test_stop_completes_when_its_caller_is_cancelled_leaving_no_orphan() -> None:
     with trio.fail_after(TIMEOUT):
-        async with open_child(ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")),
-                              FAST_STOP) as child:
+        async with open_child(
+            ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")), FAST_STOP
+        ) as child:
             await ping(child)
             with trio.CancelScope() as scope:
                 scope.cancel()  # already cancelled when stop() starts
@@ -291,8 +332,9 @@ async def test_cancelling_the_block_that_owns_the_child_still_stops_and_reaps_it
     pid = None
     with trio.fail_after(TIMEOUT):
         with trio.CancelScope() as scope:
-            async with open_child(ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")),
-                                  FAST_STOP) as child:
+            async with open_child(
+                ChildSpec(example_server("--ignore-stdin-eof", "--ignore-sigterm")), FAST_STOP
+            ) as child:
                 pid = child.pid
                 await ping(child)
                 scope.cancel()
@@ -325,7 +367,9 @@ async def test_an_exception_raised_in_the_block_propagates_unwrapped() -> None:
                 raise Boom
 
 
-async def test_a_child_that_already_exited_is_reaped_with_its_status_and_no_signal(bridge_log: LogWatcher) -> None:
+async def test_a_child_that_already_exited_is_reaped_with_its_status_and_no_signal(
+    bridge_log: LogWatcher,
+) -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--crash-after", "0")), FAST_STOP) as child:
             await child.channel.send(request(1, "ping"))
@@ -347,7 +391,10 @@ async def test_stop_does_not_hang_on_a_child_blocked_writing_a_full_stdout_pipe(
 
 # -- stderr ---------------------------------------------------------------------------------------
 
-async def test_stderr_lines_are_logged_at_info_tagged_with_server_name_and_pid(bridge_log: LogWatcher) -> None:
+
+async def test_stderr_lines_are_logged_at_info_tagged_with_server_name_and_pid(
+    bridge_log: LogWatcher,
+) -> None:
     script = "import sys; sys.stderr.write('hello from stderr\\n'); sys.stderr.flush(); sys.stdin.read()"
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(script), name="weather"), PATIENT_STOP) as child:
@@ -358,7 +405,9 @@ async def test_stderr_lines_are_logged_at_info_tagged_with_server_name_and_pid(b
     assert record.getMessage() == f"[weather pid {child.pid}] hello from stderr"
 
 
-async def test_control_characters_and_invalid_utf8_on_stderr_are_escaped_in_the_log(bridge_log: LogWatcher) -> None:
+async def test_control_characters_and_invalid_utf8_on_stderr_are_escaped_in_the_log(
+    bridge_log: LogWatcher,
+) -> None:
     script = (
         "import sys; sys.stderr.buffer.write("
         "b'red \\x1b[31malert\\x1b[0m\\rforged 2024 ERROR root: fake\\x00\\x7f\\xff tab\\there\\n'"
@@ -367,14 +416,18 @@ async def test_control_characters_and_invalid_utf8_on_stderr_are_escaped_in_the_
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(script), name="s"), PATIENT_STOP) as child:
             message = await bridge_log.wait_for(lambda m: "alert" in m)
-    assert message == (f"[s pid {child.pid}] red \\x1b[31malert\\x1b[0m\\x0dforged 2024 ERROR root: fake"
-                       "\\x00\\x7f\\xff tab\there")
+    assert message == (
+        f"[s pid {child.pid}] red \\x1b[31malert\\x1b[0m\\x0dforged 2024 ERROR root: fake"
+        "\\x00\\x7f\\xff tab\there"
+    )
     assert not re.search(r"[\x00-\x08\x0a-\x1f\x7f]", message)
 
 
 async def test_a_long_stderr_line_is_logged_truncated(bridge_log: LogWatcher) -> None:
-    script = (f"import sys; sys.stderr.write('y' * {MAX_STDERR_LINE * 4} + '\\nafter\\n'); "
-              "sys.stderr.flush(); sys.stdin.read()")
+    script = (
+        f"import sys; sys.stderr.write('y' * {MAX_STDERR_LINE * 4} + '\\nafter\\n'); "
+        "sys.stderr.flush(); sys.stdin.read()"
+    )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(script)), PATIENT_STOP):
             await bridge_log.wait_for(lambda m: m.endswith("] after"))
@@ -386,9 +439,9 @@ async def test_a_long_stderr_line_is_logged_truncated(bridge_log: LogWatcher) ->
 async def test_stderr_is_never_forwarded_as_protocol_data(bridge_log: LogWatcher) -> None:
     script = (
         "import sys\n"
-        "sys.stderr.write('{\"jsonrpc\": \"2.0\", \"method\": \"from-stderr\"}\\n'); sys.stderr.flush()\n"
+        'sys.stderr.write(\'{"jsonrpc": "2.0", "method": "from-stderr"}\\n\'); sys.stderr.flush()\n'
         "sys.stdin.readline()\n"
-        "sys.stdout.write('{\"jsonrpc\": \"2.0\", \"id\": 1, \"result\": {}}\\n'); sys.stdout.flush()\n"
+        'sys.stdout.write(\'{"jsonrpc": "2.0", "id": 1, "result": {}}\\n\'); sys.stdout.flush()\n'
         "sys.stdin.read()\n"
     )
     with trio.fail_after(TIMEOUT):
@@ -401,8 +454,9 @@ async def test_stderr_is_never_forwarded_as_protocol_data(bridge_log: LogWatcher
 
 async def test_a_stderr_flood_is_rate_limited_with_a_suppressed_summary(bridge_log: LogWatcher) -> None:
     with trio.fail_after(TIMEOUT):
-        async with open_child(ChildSpec(example_server("--stderr-flood", "1000"), name="flood"),
-                              PATIENT_STOP) as child:
+        async with open_child(
+            ChildSpec(example_server("--stderr-flood", "1000"), name="flood"), PATIENT_STOP
+        ) as child:
             await ping(child)  # the whole flood was written before the server read stdin
             await bridge_log.wait_for(lambda m: m.endswith(f"stderr line {STDERR_LINES_PER_SECOND - 1}"))
     logged = [m for m in bridge_log.messages(logging.INFO) if "example server: stderr line" in m]
@@ -411,14 +465,17 @@ async def test_a_stderr_flood_is_rate_limited_with_a_suppressed_summary(bridge_l
     # The flood takes milliseconds: at most one or two one-second windows' worth is logged.
     assert STDERR_LINES_PER_SECOND <= len(logged) <= 2 * STDERR_LINES_PER_SECOND
     assert summaries and all(m.startswith(f"[flood pid {child.pid}] ") for m in summaries)
-    suppressed = sum(int(re.search(r"\] (\d+) stderr lines suppressed", m).group(1))  # type: ignore[union-attr]
-                     for m in summaries)
+    suppressed = sum(
+        int(re.search(r"\] (\d+) stderr lines suppressed", m).group(1))  # type: ignore[union-attr]
+        for m in summaries
+    )
     assert len(logged) + suppressed == 1000
 
 
 async def test_a_last_stderr_line_without_a_newline_is_logged_with_its_text(bridge_log: LogWatcher) -> None:
-    script = ("import sys; sys.stdin.read(); sys.stderr.write('fatal: disk full (no newline)'); "
-              "sys.stderr.flush()")
+    script = (
+        "import sys; sys.stdin.read(); sys.stderr.write('fatal: disk full (no newline)'); sys.stderr.flush()"
+    )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(script)), PATIENT_STOP) as child:
             await child.channel.send(request(1, "ping"))
@@ -428,8 +485,9 @@ async def test_a_last_stderr_line_without_a_newline_is_logged_with_its_text(brid
 
 async def test_stderr_written_just_before_the_child_exits_is_still_logged(bridge_log: LogWatcher) -> None:
     with trio.fail_after(TIMEOUT):
-        async with open_child(ChildSpec(example_server("--crash-after", "0"), name="crashy"),
-                              PATIENT_STOP) as child:
+        async with open_child(
+            ChildSpec(example_server("--crash-after", "0"), name="crashy"), PATIENT_STOP
+        ) as child:
             await child.channel.send(request(1, "ping"))
             await child.wait()
     assert f"[crashy pid {child.pid}] example server: crashing on request 1" in bridge_log.messages()
@@ -437,10 +495,16 @@ async def test_stderr_written_just_before_the_child_exits_is_still_logged(bridge
 
 # -- RateLimiter, sans-IO -------------------------------------------------------------------------
 
+
 def test_rate_limiter_admits_per_second_events_in_a_window_then_suppresses() -> None:
     limiter = RateLimiter(3)
     assert [limiter.admit(10.0 + i * 0.1) for i in range(5)] == [
-        (True, 0), (True, 0), (True, 0), (False, 0), (False, 0)]
+        (True, 0),
+        (True, 0),
+        (True, 0),
+        (False, 0),
+        (False, 0),
+    ]
 
 
 def test_rate_limiter_reports_the_suppressed_count_once_when_the_next_window_opens() -> None:
@@ -486,4 +550,3 @@ def test_rate_limiter_counts_every_event_admitted_or_suppressed_or_flushed() -> 
         reported += suppressed
     assert admitted + reported + limiter.flush() == 1000
     assert admitted == 7 * 3  # windows open at 0, 1.002 and 2.004
-

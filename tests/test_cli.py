@@ -44,8 +44,9 @@ EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONFIG = 0, 2, 69, 78
 
 async def run_bridge(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m bridge ARGS`` to completion, capturing both outputs."""
-    return await trio.run_process(bridge_argv(*args), stdin=stdin, capture_stdout=True,
-                                  capture_stderr=True, check=False, cwd=REPO)
+    return await trio.run_process(
+        bridge_argv(*args), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False, cwd=REPO
+    )
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess[bytes], code: int, *fragments: str) -> None:
@@ -58,6 +59,7 @@ def assert_clean_failure(result: subprocess.CompletedProcess[bytes], code: int, 
 
 
 # -- a bridge process whose log lines can be awaited ------------------------------------------------
+
 
 @attrs.define(eq=False)
 class Lines:
@@ -110,11 +112,18 @@ class Spawned:
 
 
 @asynccontextmanager
-async def spawned_bridge(*args: str, stdin: int = subprocess.DEVNULL,
-                         stdout: int = subprocess.DEVNULL) -> AsyncIterator[Spawned]:
+async def spawned_bridge(
+    *args: str, stdin: int = subprocess.DEVNULL, stdout: int = subprocess.DEVNULL
+) -> AsyncIterator[Spawned]:
     """``python -m bridge ARGS`` with its stderr collected; SIGKILLed (group) and reaped on exit."""
-    process = await trio.lowlevel.open_process(bridge_argv(*args), stdin=stdin, stdout=stdout,
-                                               stderr=subprocess.PIPE, cwd=REPO, start_new_session=True)
+    process = await trio.lowlevel.open_process(
+        bridge_argv(*args),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        start_new_session=True,
+    )
     spawned = Spawned(process, Lines())
     try:
         async with trio.open_nursery() as nursery:
@@ -134,6 +143,7 @@ async def spawned_bridge(*args: str, stdin: int = subprocess.DEVNULL,
 
 
 # -- help and version -------------------------------------------------------------------------------
+
 
 async def test_help_shows_usage_examples_and_exit_codes() -> None:
     with trio.fail_after(TIMEOUT):
@@ -168,6 +178,7 @@ async def test_version_prints_the_program_name_and_version_and_exits_0(prefix: t
 
 # -- usage and configuration errors -----------------------------------------------------------------
 
+
 async def test_a_command_line_without_listen_is_a_usage_error_exiting_2() -> None:
     with trio.fail_after(TIMEOUT):
         result = await run_bridge("--", *example_server())
@@ -189,7 +200,9 @@ async def test_a_command_line_without_listen_is_a_usage_error_exiting_2() -> Non
     ids=lambda value: value if isinstance(value, str) else "-".join(value),
 )
 async def test_a_malformed_option_is_a_usage_error_exiting_2_naming_it(
-    sock_dir: Path, option: tuple[str, ...], fragment: str,
+    sock_dir: Path,
+    option: tuple[str, ...],
+    fragment: str,
 ) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
@@ -199,75 +212,122 @@ async def test_a_malformed_option_is_a_usage_error_exiting_2_naming_it(
 
 
 CONFIG_ERRORS: list[tuple[str, Callable[[Path], list[str]], str]] = [
-    ("unknown-address-kind", lambda d: ["--listen", "carrier-pigeon:/x", "--", PY],
-     "unknown address kind"),
+    ("unknown-address-kind", lambda d: ["--listen", "carrier-pigeon:/x", "--", PY], "unknown address kind"),
     ("tcp-without-port", lambda d: ["--listen", "tcp:127.0.0.1", "--", PY], "expected tcp:HOST:PORT"),
-    ("tcp-port-out-of-range", lambda d: ["--listen", "tcp:127.0.0.1:70000", "--", PY],
-     "expected tcp:HOST:PORT"),
+    (
+        "tcp-port-out-of-range",
+        lambda d: ["--listen", "tcp:127.0.0.1:70000", "--", PY],
+        "expected tcp:HOST:PORT",
+    ),
     ("unix-without-path", lambda d: ["--listen", "unix:", "--", PY], "expected unix:PATH"),
-    ("allow-uid-unknown-user", lambda d: ["--allow-uid", "no-such-user-here", "--listen",
-                                          f"unix:{d}/s.sock", "--", PY],
-     "--allow-uid: no user named 'no-such-user-here'"),
-    ("allow-gid-unknown-group", lambda d: ["--allow-gid", "no-such-group-here", "--listen",
-                                           f"unix:{d}/s.sock", "--", PY],
-     "--allow-gid: no group named 'no-such-group-here'"),
+    (
+        "allow-uid-unknown-user",
+        lambda d: ["--allow-uid", "no-such-user-here", "--listen", f"unix:{d}/s.sock", "--", PY],
+        "--allow-uid: no user named 'no-such-user-here'",
+    ),
+    (
+        "allow-gid-unknown-group",
+        lambda d: ["--allow-gid", "no-such-group-here", "--listen", f"unix:{d}/s.sock", "--", PY],
+        "--allow-gid: no group named 'no-such-group-here'",
+    ),
     ("nothing-after-dashes", lambda d: ["--listen", f"unix:{d}/s.sock", "--"], "no server command"),
     ("no-dashes-at-all", lambda d: ["--listen", f"unix:{d}/s.sock"], "no server command"),
-    ("command-not-found", lambda d: ["--listen", f"unix:{d}/s.sock", "--", "mb-no-such-command-xyz"],
-     "'mb-no-such-command-xyz' not found in PATH"),
-    ("path-not-executable", lambda d: ["--listen", f"unix:{d}/s.sock", "--", f"{d}/missing.py"],
-     "missing.py' is not an executable file"),
+    (
+        "command-not-found",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--", "mb-no-such-command-xyz"],
+        "'mb-no-such-command-xyz' not found in PATH",
+    ),
+    (
+        "path-not-executable",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--", f"{d}/missing.py"],
+        "missing.py' is not an executable file",
+    ),
     ("cwd-missing", lambda d: ["--listen", f"unix:{d}/s.sock", "--cwd", f"{d}/nope", "--", PY], "--cwd"),
-    ("env-without-equals", lambda d: ["--listen", f"unix:{d}/s.sock", "--env", "JUSTANAME", "--", PY],
-     "--env 'JUSTANAME': expected NAME=VALUE"),
-    ("unknown-socket-group", lambda d: ["--listen", f"unix:{d}/s.sock", "--socket-group",
-                                        "mb-no-such-group", "--", PY], "mb-no-such-group"),
-    ("socket-directory-missing", lambda d: ["--listen", f"unix:{d}/nope/s.sock", "--", PY],
-     "does not exist"),
-    ("socket-path-too-long", lambda d: ["--listen", f"unix:{d}/{'x' * 200}.sock", "--", PY],
-     "the limit is 107"),
-    ("tls-listener-without-certificate", lambda d: ["--listen", "tls:127.0.0.1:0", "--", PY],
-     "pass --tls-cert PATH and --tls-key PATH"),
-    ("tls-certificate-without-key", lambda d: ["--listen", "tls:127.0.0.1:0", "--tls-cert",
-                                               f"{d}/cert.pem", "--", PY],
-     "--tls-cert and --tls-key go together"),
-    ("tls-options-without-a-tls-listener", lambda d: ["--listen", f"unix:{d}/s.sock",
-                                                      "--tls-client-ca", f"{d}/ca.pem", "--", PY],
-     "--tls-client-ca is for tls: and wss:// listeners"),
-    ("tokens-without-a-network-listener", lambda d: ["--listen", f"unix:{d}/s.sock",
-                                                     "--token-env", "HOME", "--", PY],
-     "bearer tokens protect tcp:, tls:, ws:// and wss:// listeners"),
-    ("token-variable-unset", lambda d: ["--listen", "tcp:127.0.0.1:0", "--token-env",
-                                        "MB_NO_SUCH_VARIABLE", "--", PY],
-     "environment variable MB_NO_SUCH_VARIABLE is not set"),
-    ("token-file-missing", lambda d: ["--listen", "tcp:127.0.0.1:0", "--token-file",
-                                      f"{d}/tokens", "--", PY], "No such file"),
-    ("token-credential-outside-systemd", lambda d: ["--listen", "tcp:127.0.0.1:0",
-                                                    "--token-credential", "mcp", "--", PY],
-     "$CREDENTIALS_DIRECTORY is not set"),
-    ("allow-origin-without-websocket", lambda d: ["--listen", "tcp:127.0.0.1:0", "--allow-origin",
-                                                  "https://app.example", "--", PY],
-     "--allow-origin is for ws:// and wss:// listeners"),
-    ("websocket-port-out-of-range", lambda d: ["--listen", "ws://127.0.0.1:99999/", "--", PY],
-     "expected ws://HOST:PORT/PATH"),
-    ("websocket-with-query", lambda d: ["--listen", "ws://127.0.0.1:0/mcp?x=1", "--", PY],
-     "takes no query"),
-    ("websocket-beyond-loopback-unauthenticated", lambda d: ["--listen", "ws://0.0.0.0:0/", "--", PY],
-     "--insecure-no-auth"),
+    (
+        "env-without-equals",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--env", "JUSTANAME", "--", PY],
+        "--env 'JUSTANAME': expected NAME=VALUE",
+    ),
+    (
+        "unknown-socket-group",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--socket-group", "mb-no-such-group", "--", PY],
+        "mb-no-such-group",
+    ),
+    ("socket-directory-missing", lambda d: ["--listen", f"unix:{d}/nope/s.sock", "--", PY], "does not exist"),
+    (
+        "socket-path-too-long",
+        lambda d: ["--listen", f"unix:{d}/{'x' * 200}.sock", "--", PY],
+        "the limit is 107",
+    ),
+    (
+        "tls-listener-without-certificate",
+        lambda d: ["--listen", "tls:127.0.0.1:0", "--", PY],
+        "pass --tls-cert PATH and --tls-key PATH",
+    ),
+    (
+        "tls-certificate-without-key",
+        lambda d: ["--listen", "tls:127.0.0.1:0", "--tls-cert", f"{d}/cert.pem", "--", PY],
+        "--tls-cert and --tls-key go together",
+    ),
+    (
+        "tls-options-without-a-tls-listener",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--tls-client-ca", f"{d}/ca.pem", "--", PY],
+        "--tls-client-ca is for tls: and wss:// listeners",
+    ),
+    (
+        "tokens-without-a-network-listener",
+        lambda d: ["--listen", f"unix:{d}/s.sock", "--token-env", "HOME", "--", PY],
+        "bearer tokens protect tcp:, tls:, ws:// and wss:// listeners",
+    ),
+    (
+        "token-variable-unset",
+        lambda d: ["--listen", "tcp:127.0.0.1:0", "--token-env", "MB_NO_SUCH_VARIABLE", "--", PY],
+        "environment variable MB_NO_SUCH_VARIABLE is not set",
+    ),
+    (
+        "token-file-missing",
+        lambda d: ["--listen", "tcp:127.0.0.1:0", "--token-file", f"{d}/tokens", "--", PY],
+        "No such file",
+    ),
+    (
+        "token-credential-outside-systemd",
+        lambda d: ["--listen", "tcp:127.0.0.1:0", "--token-credential", "mcp", "--", PY],
+        "$CREDENTIALS_DIRECTORY is not set",
+    ),
+    (
+        "allow-origin-without-websocket",
+        lambda d: ["--listen", "tcp:127.0.0.1:0", "--allow-origin", "https://app.example", "--", PY],
+        "--allow-origin is for ws:// and wss:// listeners",
+    ),
+    (
+        "websocket-port-out-of-range",
+        lambda d: ["--listen", "ws://127.0.0.1:99999/", "--", PY],
+        "expected ws://HOST:PORT/PATH",
+    ),
+    ("websocket-with-query", lambda d: ["--listen", "ws://127.0.0.1:0/mcp?x=1", "--", PY], "takes no query"),
+    (
+        "websocket-beyond-loopback-unauthenticated",
+        lambda d: ["--listen", "ws://0.0.0.0:0/", "--", PY],
+        "--insecure-no-auth",
+    ),
 ]
 
 
 UNICODE_DIGIT_PORT = pytest.param(
-    lambda d: ["--listen", "tcp:127.0.0.1:\u00b2", "--", PY], "expected tcp:HOST:PORT",
+    lambda d: ["--listen", "tcp:127.0.0.1:\u00b2", "--", PY],
+    "expected tcp:HOST:PORT",
     id="tcp-port-superscript-digit",
 )
 
 
-@pytest.mark.parametrize(("args", "fragment"),
-                         [pytest.param(*case[1:], id=case[0]) for case in CONFIG_ERRORS]
-                         + [UNICODE_DIGIT_PORT])
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [pytest.param(*case[1:], id=case[0]) for case in CONFIG_ERRORS] + [UNICODE_DIGIT_PORT],
+)
 async def test_a_configuration_error_exits_78_with_a_clear_message(
-    sock_dir: Path, args: Callable[[Path], list[str]], fragment: str,
+    sock_dir: Path,
+    args: Callable[[Path], list[str]],
+    fragment: str,
 ) -> None:
     with trio.fail_after(TIMEOUT):
         result = await run_bridge(*args(sock_dir))
@@ -279,15 +339,17 @@ async def test_a_non_loopback_tcp_listener_without_insecure_no_auth_exits_78_nam
     # Refused before anything is bound: nothing to connect to (and nothing is).
     with trio.fail_after(TIMEOUT):
         result = await run_bridge("--listen", "tcp:0.0.0.0:0", "--", *example_server())
-    assert_clean_failure(result, EXIT_CONFIG, "tcp:0.0.0.0:0", "not a loopback address",
-                         "--insecure-no-auth")
+    assert_clean_failure(result, EXIT_CONFIG, "tcp:0.0.0.0:0", "not a loopback address", "--insecure-no-auth")
 
 
-async def test_a_refused_listener_removes_the_socket_files_of_listeners_opened_before_it(sock_dir: Path) -> None:
+async def test_a_refused_listener_removes_the_socket_files_of_listeners_opened_before_it(
+    sock_dir: Path,
+) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        result = await run_bridge("--listen", f"unix:{sock}", "--listen", "tcp:0.0.0.0:0",
-                                  "--", *example_server())
+        result = await run_bridge(
+            "--listen", f"unix:{sock}", "--listen", "tcp:0.0.0.0:0", "--", *example_server()
+        )
     assert_clean_failure(result, EXIT_CONFIG, "--insecure-no-auth")
     assert not sock.exists()
 
@@ -344,11 +406,15 @@ async def test_a_tcp_port_already_in_use_exits_78_naming_the_address() -> None:
 
 # -- serving --------------------------------------------------------------------------------------
 
-async def test_the_daemon_logs_listening_on_each_unix_and_tcp_address_with_the_real_port(sock_dir: Path) -> None:
+
+async def test_the_daemon_logs_listening_on_each_unix_and_tcp_address_with_the_real_port(
+    sock_dir: Path,
+) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--listen", f"unix:{sock}", "--listen", "tcp:127.0.0.1:0",
-                                  "--", *example_server(), listeners=2) as bridge:
+        async with bridge_process(
+            "--listen", f"unix:{sock}", "--listen", "tcp:127.0.0.1:0", "--", *example_server(), listeners=2
+        ) as bridge:
             assert bridge.addresses[0] == f"unix:{sock}"
             match = re.fullmatch(r"tcp:127\.0\.0\.1:(\d+)", bridge.addresses[1])
             assert match and int(match.group(1)) != 0
@@ -363,13 +429,15 @@ async def test_the_daemon_logs_listening_on_each_unix_and_tcp_address_with_the_r
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_a_stop_signal_exits_0_removes_the_socket_file_and_reaps_the_child(
-    sock_dir: Path, signum: signal.Signals,
+    sock_dir: Path,
+    signum: signal.Signals,
 ) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
         # Per-connection mode, so that the log names this connection's child.
-        async with spawned_bridge("--child", "per-connection", "--listen", f"unix:{sock}", "--",
-                                  *example_server()) as bridge:
+        async with spawned_bridge(
+            "--child", "per-connection", "--listen", f"unix:{sock}", "--", *example_server()
+        ) as bridge:
             await bridge.stderr.wait_for(r"listening on unix:")
             client = await LineClient.open(f"unix:{sock}")
             try:
@@ -392,10 +460,20 @@ async def stop_twice_with_a_request_in_flight(sock: Path) -> tuple[int, list[dic
     SIGTERM) gets SIGTERM twice while a request is in flight; returns its exit code, the replies the
     client got before the connection ended, and the log. The child must be gone afterwards."""
     long = "60s"
-    async with spawned_bridge("--child", "per-connection", "--listen", f"unix:{sock}",
-                              "--drain-timeout", long,
-                              "--stop-stdin-timeout", long, "--stop-term-timeout", long, "--",
-                              *example_server("--ignore-stdin-eof", "--ignore-sigterm")) as bridge:
+    async with spawned_bridge(
+        "--child",
+        "per-connection",
+        "--listen",
+        f"unix:{sock}",
+        "--drain-timeout",
+        long,
+        "--stop-stdin-timeout",
+        long,
+        "--stop-term-timeout",
+        long,
+        "--",
+        *example_server("--ignore-stdin-eof", "--ignore-sigterm"),
+    ) as bridge:
         await bridge.stderr.wait_for(r"listening on unix:")
         client = await LineClient.open(f"unix:{sock}")
         try:
@@ -426,7 +504,9 @@ async def test_a_second_stop_signal_stops_at_once_without_waiting_for_drain_or_c
     assert code == EXIT_OK, log
 
 
-async def test_a_second_stop_signal_still_answers_the_requests_in_flight_with_an_error(sock_dir: Path) -> None:
+async def test_a_second_stop_signal_still_answers_the_requests_in_flight_with_an_error(
+    sock_dir: Path,
+) -> None:
     with trio.fail_after(TIMEOUT):
         _, replies, _ = await stop_twice_with_a_request_in_flight(sock_dir / "s.sock")
     assert len(replies) == 1
@@ -437,10 +517,17 @@ async def test_a_second_stop_signal_still_answers_the_requests_in_flight_with_an
 async def test_logs_go_to_stderr_and_nothing_is_written_to_stdout(sock_dir: Path) -> None:
     sock = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        async with spawned_bridge("--log-level", "debug", "--child", "per-connection",
-                                  "--listen", f"unix:{sock}", "--",
-                                  *example_server("--stderr-flood", "5"),
-                                  stdout=subprocess.PIPE) as bridge:
+        async with spawned_bridge(
+            "--log-level",
+            "debug",
+            "--child",
+            "per-connection",
+            "--listen",
+            f"unix:{sock}",
+            "--",
+            *example_server("--stderr-flood", "5"),
+            stdout=subprocess.PIPE,
+        ) as bridge:
             assert bridge.process.stdout is not None
             stdout = Lines()
             async with trio.open_nursery() as nursery:
@@ -464,8 +551,15 @@ async def test_serving_stdio_puts_only_json_rpc_on_stdout_and_exits_0_on_stdin_e
     requests = [request(1, "ping"), call("two", "echo", text="over stdio"), call(3, "sleep", seconds=0.2)]
     stdin = b"".join(json.dumps(message).encode() + b"\n" for message in requests)
     with trio.fail_after(TIMEOUT):
-        result = await run_bridge("--log-level", "debug", "--listen", "stdio:", "--",
-                                  *example_server("--stderr-flood", "3"), stdin=stdin)
+        result = await run_bridge(
+            "--log-level",
+            "debug",
+            "--listen",
+            "stdio:",
+            "--",
+            *example_server("--stderr-flood", "3"),
+            stdin=stdin,
+        )
     assert result.returncode == EXIT_OK, result.stderr.decode()
     replies = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert [reply["id"] for reply in replies] == [1, "two", 3]

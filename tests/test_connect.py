@@ -117,8 +117,11 @@ class Connect:
 async def connect(address: str, *options: str) -> AsyncIterator[Connect]:
     """Start ``python -m bridge connect ADDRESS``; on exit kill it if still running and reap it."""
     process = await trio.lowlevel.open_process(
-        bridge_argv("connect", address, *options), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, cwd=REPO,
+        bridge_argv("connect", address, *options),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
     )
     client = Connect(process)
     try:
@@ -134,13 +137,22 @@ async def connect(address: str, *options: str) -> AsyncIterator[Connect]:
 
 
 async def run_connect(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return await trio.run_process(bridge_argv("connect", *args), stdin=b"", capture_stdout=True,
-                                  capture_stderr=True, check=False, cwd=REPO)
+    return await trio.run_process(
+        bridge_argv("connect", *args),
+        stdin=b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        cwd=REPO,
+    )
 
 
 # -- relaying ---------------------------------------------------------------------------------------
 
-async def test_requests_on_stdin_get_replies_on_stdout_which_carries_only_json_rpc_lines(sock_dir: Path) -> None:
+
+async def test_requests_on_stdin_get_replies_on_stdout_which_carries_only_json_rpc_lines(
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server("--stderr-flood", "3"), [address]):
@@ -161,8 +173,9 @@ async def test_requests_on_stdin_get_replies_on_stdout_which_carries_only_json_r
 
 async def test_notifications_from_the_server_reach_stdout_before_the_reply(sock_dir: Path) -> None:
     address = f"unix:{sock_dir}/s.sock"
-    progress = request(1, "tools/call", {"name": "progress", "arguments": {"steps": 3},
-                                         "_meta": {"progressToken": "tok"}})
+    progress = request(
+        1, "tools/call", {"name": "progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "tok"}}
+    )
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]):
             async with connect(address) as client:
@@ -225,7 +238,10 @@ async def test_connect_works_against_a_bridge_process(sock_dir: Path) -> None:
 
 # -- half-close and endings -------------------------------------------------------------------------
 
-async def test_stdin_eof_half_closes_so_a_slow_reply_in_flight_still_arrives_then_exit_0(sock_dir: Path) -> None:
+
+async def test_stdin_eof_half_closes_so_a_slow_reply_in_flight_still_arrives_then_exit_0(
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]):
@@ -241,7 +257,9 @@ async def test_stdin_eof_half_closes_so_a_slow_reply_in_flight_still_arrives_the
     assert "closed by the bridge" not in client.stderr_text()
 
 
-async def test_when_the_child_crashes_the_request_gets_a_32000_error_and_connect_exits_1(sock_dir: Path) -> None:
+async def test_when_the_child_crashes_the_request_gets_a_32000_error_and_connect_exits_1(
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server("--crash-after", "1"), [address]):
@@ -288,11 +306,14 @@ async def test_when_the_bridge_process_is_killed_connect_exits_1_with_a_message(
 
 # -- local errors ---------------------------------------------------------------------------------
 
-async def test_garbage_on_stdin_is_answered_locally_with_32700_and_the_connection_goes_on(sock_dir: Path) -> None:
+
+async def test_garbage_on_stdin_is_answered_locally_with_32700_and_the_connection_goes_on(
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     # More bad lines in a row than the bridge tolerates before disconnecting (MAX_CONSECUTIVE_ERRORS
     # is 10): they never reach it, or the connection would be closed.
-    garbage = [b"this is not json", b"{\"jsonrpc\": \"2.0\", \"id\": 1", b"\xff\xfe", b"NaN", b"{]"] * 3
+    garbage = [b"this is not json", b'{"jsonrpc": "2.0", "id": 1', b"\xff\xfe", b"NaN", b"{]"] * 3
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]) as daemon:
             async with connect(address) as client:
@@ -311,8 +332,10 @@ async def test_an_invalid_json_rpc_message_on_stdin_is_answered_locally_with_326
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]):
             async with connect(address) as client:
-                await client.send_raw(b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]\n'
-                                      b'{"jsonrpc": "1.0", "id": 5, "method": "ping"}\n')
+                await client.send_raw(
+                    b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]\n'
+                    b'{"jsonrpc": "1.0", "id": 5, "method": "ping"}\n'
+                )
                 errors = [await client.receive(), await client.receive()]
                 assert result_text(await client.call_echo(6, "ok")) == "ok"
                 await client.close_stdin()
@@ -337,7 +360,9 @@ async def test_an_over_long_message_on_stdin_is_answered_locally_by_id_and_the_c
     assert error["error"]["data"]["reason"] == "message-too-large"
 
 
-async def test_a_reply_larger_than_max_message_is_answered_with_an_error_for_its_request(sock_dir: Path) -> None:
+async def test_a_reply_larger_than_max_message_is_answered_with_an_error_for_its_request(
+    sock_dir: Path,
+) -> None:
     address = f"unix:{sock_dir}/s.sock"
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]):
@@ -354,14 +379,23 @@ async def test_a_reply_larger_than_max_message_is_answered_with_an_error_for_its
 async def test_connect_reads_requests_from_a_regular_file_and_writes_replies_to_one(sock_dir: Path) -> None:
     address = f"unix:{sock_dir}/s.sock"
     requests, replies = sock_dir / "in.jsonl", sock_dir / "out.jsonl"
-    requests.write_text(json.dumps(call(1, "echo", text="from a file")) + "\n"
-                        + json.dumps(call(2, "sleep", seconds=0.2)) + "\n")
+    requests.write_text(
+        json.dumps(call(1, "echo", text="from a file"))
+        + "\n"
+        + json.dumps(call(2, "sleep", seconds=0.2))
+        + "\n"
+    )
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [address]):
             with requests.open("rb") as stdin, replies.open("wb") as stdout:
-                result = await trio.run_process(bridge_argv("connect", address), stdin=stdin,
-                                                stdout=stdout, capture_stderr=True, check=False,
-                                                cwd=REPO)
+                result = await trio.run_process(
+                    bridge_argv("connect", address),
+                    stdin=stdin,
+                    stdout=stdout,
+                    capture_stderr=True,
+                    check=False,
+                    cwd=REPO,
+                )
     assert result.returncode == EXIT_OK, result.stderr.decode()
     messages = [json.loads(line) for line in replies.read_text().splitlines()]
     assert [m["id"] for m in messages] == [1, 2]
@@ -369,6 +403,7 @@ async def test_connect_reads_requests_from_a_regular_file_and_writes_replies_to_
 
 
 # -- cannot connect, bad address ----------------------------------------------------------------
+
 
 async def test_a_socket_path_with_nobody_listening_exits_69_with_a_message(sock_dir: Path) -> None:
     missing = sock_dir / "nobody.sock"
@@ -403,14 +438,17 @@ async def test_a_tcp_port_with_nobody_listening_exits_69() -> None:
     assert result.stdout == b""
 
 
-@pytest.mark.parametrize(("address", "fragment"), [
-    ("carrier-pigeon:/x", "unknown address kind"),
-    ("/tmp/no-scheme.sock", "unknown address kind"),
-    ("tcp:localhost", "expected tcp:HOST:PORT"),
-    ("tcp:127.0.0.1:notaport", "expected tcp:HOST:PORT"),
-    ("unix:", "expected unix:PATH"),
-    ("tcp:127.0.0.1:\u00b2", "expected tcp:HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    ("address", "fragment"),
+    [
+        ("carrier-pigeon:/x", "unknown address kind"),
+        ("/tmp/no-scheme.sock", "unknown address kind"),
+        ("tcp:localhost", "expected tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:notaport", "expected tcp:HOST:PORT"),
+        ("unix:", "expected unix:PATH"),
+        ("tcp:127.0.0.1:\u00b2", "expected tcp:HOST:PORT"),
+    ],
+)
 async def test_a_malformed_address_exits_78_with_a_message(address: str, fragment: str) -> None:
     with trio.fail_after(TIMEOUT):
         result = await run_connect(address)

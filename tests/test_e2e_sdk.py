@@ -192,12 +192,16 @@ async def check_tools(client: Client, expected_version: str) -> None:
 
     added = await client.call_tool("add", {"a": 2, "b": 40})
     assert not added.is_error
-    assert [block.model_dump(exclude_none=True) for block in added.content] == [{"type": "text", "text": "42"}]
+    assert [block.model_dump(exclude_none=True) for block in added.content] == [
+        {"type": "text", "text": "42"}
+    ]
     assert added.structured_content == {"result": 42}
 
     echoed = await client.call_tool("echo", {"text": ECHO_TEXT})
     assert not echoed.is_error
-    assert [block.model_dump(exclude_none=True) for block in echoed.content] == [{"type": "text", "text": ECHO_TEXT}]
+    assert [block.model_dump(exclude_none=True) for block in echoed.content] == [
+        {"type": "text", "text": ECHO_TEXT}
+    ]
 
 
 async def check_through_the_bridge(mode: str, expected_version: str) -> None:
@@ -237,7 +241,9 @@ async def test_sdk_client_lists_and_calls_tools_through_connect_and_the_bridge_i
     await check_through_the_bridge("legacy", "2025-11-25")
 
 
-async def test_sdk_client_lists_and_calls_tools_through_connect_and_the_bridge_in_the_2026_07_28_era() -> None:
+async def test_sdk_client_lists_and_calls_tools_through_connect_and_the_bridge_in_the_2026_07_28_era() -> (
+    None
+):
     await check_through_the_bridge("2026-07-28", "2026-07-28")
 
 
@@ -251,12 +257,24 @@ async def test_in_auto_mode_a_legacy_and_a_modern_sdk_client_are_served_at_once_
     # its own and the modern one the shared child, and both work side by side.
     with trio.fail_after(TEST_TIMEOUT):
         with short_socket_path() as sock:
-            daemon = [PYTHON, "-m", "bridge", "--child", "auto", "--listen", f"unix:{sock}", "--",
-                      PYTHON, SDK_SERVER]
+            daemon = [
+                PYTHON,
+                "-m",
+                "bridge",
+                "--child",
+                "auto",
+                "--listen",
+                f"unix:{sock}",
+                "--",
+                PYTHON,
+                SDK_SERVER,
+            ]
             connect = [PYTHON, "-m", "bridge", "connect", f"unix:{sock}"]
             async with running_daemon(daemon, f"listening on unix:{sock}".encode()):
-                async with sdk_client(connect, "legacy") as legacy, \
-                        sdk_client(connect, "2026-07-28") as modern:
+                async with (
+                    sdk_client(connect, "legacy") as legacy,
+                    sdk_client(connect, "2026-07-28") as modern,
+                ):
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(check_tools, legacy, "2025-11-25")
                         nursery.start_soon(check_tools, modern, "2026-07-28")

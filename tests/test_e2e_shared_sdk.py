@@ -59,6 +59,7 @@ BIG_REPLY = 9 * MiB
 
 # -- recording what a client sends -----------------------------------------------------------------
 
+
 @attrs.define(eq=False)
 class Sent:
     """Request ids and cancellations one SDK client wrote to its transport."""
@@ -104,8 +105,7 @@ class SharedClient:
 @asynccontextmanager
 async def connected_client(sock: Path, mode: str) -> AsyncIterator[SharedClient]:
     """An SDK client through ``python -m bridge connect unix:SOCK``; its stderr is printed at the end."""
-    params = StdioServerParameters(command=PYTHON, args=["-m", "bridge", "connect", f"unix:{sock}"],
-                                   cwd=REPO)
+    params = StdioServerParameters(command=PYTHON, args=["-m", "bridge", "connect", f"unix:{sock}"], cwd=REPO)
     sent = Sent()
 
     @asynccontextmanager
@@ -123,15 +123,19 @@ async def connected_client(sock: Path, mode: str) -> AsyncIterator[SharedClient]
 
 # -- the daemon and its one child ----------------------------------------------------------------
 
+
 @asynccontextmanager
 async def sdk_server_daemon(sock: Path, child: str = "shared") -> AsyncIterator[BridgeProcess]:
     """``python -m bridge --child CHILD`` serving the SDK server with default limits; stopped,
     reaped, its log printed."""
     bridge: BridgeProcess | None = None
     try:
-        async with _bare_errors(), bridge_process(
-                "--child", child, "--listen", f"unix:{sock}",
-                "--", PYTHON, SDK_SERVER, "--extra-tools") as bridge:
+        async with (
+            _bare_errors(),
+            bridge_process(
+                "--child", child, "--listen", f"unix:{sock}", "--", PYTHON, SDK_SERVER, "--extra-tools"
+            ) as bridge,
+        ):
             yield bridge
     finally:
         if bridge is not None:
@@ -164,8 +168,9 @@ def sdk_server_pids(daemon_pid: int) -> list[int]:
 
 
 @asynccontextmanager
-async def two_clients_on_one_child(sock: Path, mode: str, version: str) -> AsyncIterator[
-        tuple[SharedClient, SharedClient]]:
+async def two_clients_on_one_child(
+    sock: Path, mode: str, version: str
+) -> AsyncIterator[tuple[SharedClient, SharedClient]]:
     """A shared daemon and two clients in ``mode``; checks there was one child before and after."""
     async with sdk_server_daemon(sock) as daemon:
         async with connected_client(sock, mode) as a, connected_client(sock, mode) as b:
@@ -188,6 +193,7 @@ async def two_clients_on_one_child(sock: Path, mode: str, version: str) -> Async
 
 # -- the checks ----------------------------------------------------------------------------------
 
+
 async def check_colliding_ids_get_their_own_results(sock: Path, mode: str, version: str) -> None:
     with trio.fail_after(TEST_TIMEOUT):
         async with two_clients_on_one_child(sock, mode, version) as (a, b):
@@ -204,17 +210,19 @@ async def check_colliding_ids_get_their_own_results(sock: Path, mode: str, versi
                         nursery.start_soon(add, "A", a, A_BASE, round_, i)
                         nursery.start_soon(add, "B", b, B_BASE, round_, i)
 
-            expected = {(name, round_, i): {"result": base + i}
-                        for name, base in (("A", A_BASE), ("B", B_BASE))
-                        for round_ in range(ROUNDS) for i in range(CALLS)}
+            expected = {
+                (name, round_, i): {"result": base + i}
+                for name, base in (("A", A_BASE), ("B", B_BASE))
+                for round_ in range(ROUNDS)
+                for i in range(CALLS)
+            }
             assert results == expected
             a_ids, b_ids = a.sent.ids("tools/call"), b.sent.ids("tools/call")
             assert len(a_ids) == len(b_ids) == ROUNDS * CALLS  # each call sent once, none retried
             assert set(a_ids) == set(b_ids), (a_ids, b_ids)  # the ids did collide, every one of them
 
 
-async def check_progress_and_cancellation_stay_with_their_client(sock: Path, mode: str,
-                                                                 version: str) -> None:
+async def check_progress_and_cancellation_stay_with_their_client(sock: Path, mode: str, version: str) -> None:
     with trio.fail_after(TEST_TIMEOUT):
         async with two_clients_on_one_child(sock, mode, version) as (a, b):
             a_progress: list[tuple[float, float | None, str | None]] = []
@@ -233,13 +241,17 @@ async def check_progress_and_cancellation_stay_with_their_client(sock: Path, mod
 
             async def a_slow() -> None:
                 with a_scope:
-                    await a.client.call_tool("slow", {"seconds": 2 * TEST_TIMEOUT, "steps": 2},
-                                             progress_callback=on_a_progress)
+                    await a.client.call_tool(
+                        "slow", {"seconds": 2 * TEST_TIMEOUT, "steps": 2}, progress_callback=on_a_progress
+                    )
                     pytest.fail("A's slow call returned although A cancelled it")
 
             async def b_slow() -> None:
-                b_result.append(await b.client.call_tool(
-                    "slow", {"seconds": B_SECONDS, "steps": B_STEPS}, progress_callback=on_b_progress))
+                b_result.append(
+                    await b.client.call_tool(
+                        "slow", {"seconds": B_SECONDS, "steps": B_STEPS}, progress_callback=on_b_progress
+                    )
+                )
                 b_done.set()
 
             async with trio.open_nursery() as nursery:
@@ -249,8 +261,10 @@ async def check_progress_and_cancellation_stay_with_their_client(sock: Path, mod
                     await a_started.wait()  # both slow calls are running at the child
                     await b_started.wait()
                 if not (a_started.is_set() and b_started.is_set()):
-                    pytest.fail(f"no first progress within {FIRST_PROGRESS_TIMEOUT}s: "
-                                f"A got {a_progress}, B got {b_progress}")
+                    pytest.fail(
+                        f"no first progress within {FIRST_PROGRESS_TIMEOUT}s: "
+                        f"A got {a_progress}, B got {b_progress}"
+                    )
                 assert not b_done.is_set(), "B's slow call ended before A cancelled: no overlap"
                 a_scope.cancel()
 
@@ -259,9 +273,11 @@ async def check_progress_and_cancellation_stay_with_their_client(sock: Path, mod
             (b_reply,) = b_result
             assert not b_reply.is_error, b_reply
             assert [block.model_dump(exclude_none=True) for block in b_reply.content] == [
-                {"type": "text", "text": "done"}]
-            assert b_progress == [(step, B_STEPS, f"step {step} of {B_STEPS}")
-                                  for step in range(1, B_STEPS + 1)]
+                {"type": "text", "text": "done"}
+            ]
+            assert b_progress == [
+                (step, B_STEPS, f"step {step} of {B_STEPS}") for step in range(1, B_STEPS + 1)
+            ]
             assert a_progress == [(1, 2, "step 1 of 2")]  # and nothing of B's, nor after the cancel
 
             # The cancellation reached the child with the right id: exactly A's call was stopped.
@@ -281,40 +297,50 @@ async def check_a_big_reply_arrives(sock: Path, child: str) -> None:
             reply = await shared.client.call_tool("blob", {"size": BIG_REPLY})
             assert not reply.is_error, reply.content[:1]
             assert [(block.type, block.text == "x" * BIG_REPLY) for block in reply.content] == [
-                ("text", True)]
+                ("text", True)
+            ]
 
 
 # -- legacy era --------------------------------------------------------------------------------------
 
+
 async def test_two_legacy_sdk_clients_on_one_shared_child_get_their_own_results_while_their_request_ids_collide(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_colliding_ids_get_their_own_results(sock_dir / "s", *LEGACY)
 
 
 async def test_two_legacy_sdk_clients_on_one_shared_child_get_only_their_own_progress_and_one_cancels_without_stopping_the_other(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_progress_and_cancellation_stay_with_their_client(sock_dir / "s", *LEGACY)
 
 
 # -- 2026-07-28 era ----------------------------------------------------------------------------------
 
+
 async def test_two_2026_07_28_sdk_clients_on_one_shared_child_get_their_own_results_while_their_request_ids_collide(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_colliding_ids_get_their_own_results(sock_dir / "s", *MODERN)
 
 
 async def test_two_2026_07_28_sdk_clients_on_one_shared_child_get_only_their_own_progress_and_one_cancels_without_stopping_the_other(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_progress_and_cancellation_stay_with_their_client(sock_dir / "s", *MODERN)
 
 
 # -- replies larger than a client's queue bound ------------------------------------------------------
 
+
 async def test_a_9_mib_tool_result_reaches_an_sdk_client_through_a_per_connection_child(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_a_big_reply_arrives(sock_dir / "s", "per-connection")
 
 
 async def test_a_9_mib_tool_result_reaches_an_sdk_client_through_the_shared_child_as_through_a_per_connection_one(
-        sock_dir: Path) -> None:
+    sock_dir: Path,
+) -> None:
     await check_a_big_reply_arrives(sock_dir / "s", "shared")

@@ -48,8 +48,13 @@ def reply(result: dict[str, Any] | None = None, *, error: dict[str, Any] | None 
 
 
 def discover_result(*versions: str) -> dict[str, Any]:
-    return {"resultType": "complete", "supportedVersions": list(versions), "capabilities": {},
-            "ttlMs": 0, "cacheScope": "public"}
+    return {
+        "resultType": "complete",
+        "supportedVersions": list(versions),
+        "capabilities": {},
+        "ttlMs": 0,
+        "cacheScope": "public",
+    }
 
 
 def python_child(script: str) -> tuple[str, ...]:
@@ -66,6 +71,7 @@ def modern(params: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 # -- the constants and the request ----------------------------------------------------------------
+
 
 def test_the_modern_error_codes_are_header_mismatch_missing_capability_and_unsupported_version() -> None:
     assert MODERN_ERROR_CODES == {-32020, -32021, -32022}
@@ -88,41 +94,118 @@ def test_the_discover_request_carries_the_modern_meta_with_the_bridge_as_client(
 # -- the decision, sans I/O -----------------------------------------------------------------------
 
 CLASSIFY_TABLE = [
-    pytest.param(reply(discover_result("2026-07-28")), Era.MODERN, ("2026-07-28",),
-                 "supported versions 2026-07-28", id="discover-result"),
-    pytest.param(reply(discover_result("2025-11-25", "2026-07-28")), Era.MODERN,
-                 ("2025-11-25", "2026-07-28"), "supported versions 2025-11-25, 2026-07-28",
-                 id="discover-result-dual-era"),
-    pytest.param(reply(discover_result("2027-01-01")), Era.MODERN, ("2027-01-01",),
-                 "2027-01-01", id="discover-result-later-modern-version"),
-    pytest.param(reply(discover_result("2025-11-25")), Era.LEGACY, ("2025-11-25",),
-                 "no modern version", id="discover-result-naming-only-legacy-versions"),
-    pytest.param(reply({"capabilities": {}}), Era.LEGACY, (), "without a supportedVersions list",
-                 id="result-without-supported-versions"),
-    pytest.param(reply(error={"code": -32022, "message": "Unsupported protocol version",
-                              "data": {"supported": ["2026-09-01"], "requested": "2026-07-28"}}),
-                 Era.MODERN, ("2026-09-01",), "-32022", id="unsupported-version-with-supported"),
-    pytest.param(reply(error={"code": -32022, "message": "Unsupported protocol version"}),
-                 Era.MODERN, (), "-32022", id="unsupported-version-without-data"),
-    pytest.param(reply(error={"code": -32020, "message": "Header mismatch"}), Era.MODERN, (),
-                 "-32020", id="header-mismatch"),
-    pytest.param(reply(error={"code": -32021, "message": "Missing capability",
-                              "data": {"requiredCapabilities": {"elicitation": {}}}}),
-                 Era.MODERN, (), "-32021", id="missing-client-capability"),
-    pytest.param(reply(error={"code": -32601, "message": "Method not found"}), Era.LEGACY, (),
-                 "server/discover failed with -32601 Method not found", id="method-not-found"),
-    pytest.param(reply(error={"code": -32602, "message": "Invalid params"}), Era.LEGACY, (),
-                 "-32602", id="invalid-params"),
-    pytest.param(reply(error={"code": -32600, "message": "Invalid Request"}), Era.LEGACY, (),
-                 "-32600", id="invalid-request"),
-    pytest.param(reply(error={"code": -32000, "message": "Server not initialized"}), Era.LEGACY, (),
-                 "-32000", id="implementation-defined-error"),
+    pytest.param(
+        reply(discover_result("2026-07-28")),
+        Era.MODERN,
+        ("2026-07-28",),
+        "supported versions 2026-07-28",
+        id="discover-result",
+    ),
+    pytest.param(
+        reply(discover_result("2025-11-25", "2026-07-28")),
+        Era.MODERN,
+        ("2025-11-25", "2026-07-28"),
+        "supported versions 2025-11-25, 2026-07-28",
+        id="discover-result-dual-era",
+    ),
+    pytest.param(
+        reply(discover_result("2027-01-01")),
+        Era.MODERN,
+        ("2027-01-01",),
+        "2027-01-01",
+        id="discover-result-later-modern-version",
+    ),
+    pytest.param(
+        reply(discover_result("2025-11-25")),
+        Era.LEGACY,
+        ("2025-11-25",),
+        "no modern version",
+        id="discover-result-naming-only-legacy-versions",
+    ),
+    pytest.param(
+        reply({"capabilities": {}}),
+        Era.LEGACY,
+        (),
+        "without a supportedVersions list",
+        id="result-without-supported-versions",
+    ),
+    pytest.param(
+        reply(
+            error={
+                "code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-09-01"], "requested": "2026-07-28"},
+            }
+        ),
+        Era.MODERN,
+        ("2026-09-01",),
+        "-32022",
+        id="unsupported-version-with-supported",
+    ),
+    pytest.param(
+        reply(error={"code": -32022, "message": "Unsupported protocol version"}),
+        Era.MODERN,
+        (),
+        "-32022",
+        id="unsupported-version-without-data",
+    ),
+    pytest.param(
+        reply(error={"code": -32020, "message": "Header mismatch"}),
+        Era.MODERN,
+        (),
+        "-32020",
+        id="header-mismatch",
+    ),
+    pytest.param(
+        reply(
+            error={
+                "code": -32021,
+                "message": "Missing capability",
+                "data": {"requiredCapabilities": {"elicitation": {}}},
+            }
+        ),
+        Era.MODERN,
+        (),
+        "-32021",
+        id="missing-client-capability",
+    ),
+    pytest.param(
+        reply(error={"code": -32601, "message": "Method not found"}),
+        Era.LEGACY,
+        (),
+        "server/discover failed with -32601 Method not found",
+        id="method-not-found",
+    ),
+    pytest.param(
+        reply(error={"code": -32602, "message": "Invalid params"}),
+        Era.LEGACY,
+        (),
+        "-32602",
+        id="invalid-params",
+    ),
+    pytest.param(
+        reply(error={"code": -32600, "message": "Invalid Request"}),
+        Era.LEGACY,
+        (),
+        "-32600",
+        id="invalid-request",
+    ),
+    pytest.param(
+        reply(error={"code": -32000, "message": "Server not initialized"}),
+        Era.LEGACY,
+        (),
+        "-32000",
+        id="implementation-defined-error",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("message", "era", "versions", "reason_part"), CLASSIFY_TABLE)
 def test_a_discover_reply_is_modern_only_on_a_discover_result_or_a_modern_error_code(
-    message: dict[str, Any], era: Era, versions: tuple[str, ...], reason_part: str,
+    message: dict[str, Any],
+    era: Era,
+    versions: tuple[str, ...],
+    reason_part: str,
 ) -> None:
     result = classify_discover_reply(message)
     assert result.era is era
@@ -130,8 +213,7 @@ def test_a_discover_reply_is_modern_only_on_a_discover_result_or_a_modern_error_
     assert reason_part in result.reason
 
 
-def test_any_error_code_outside_the_modern_three_is_legacy_so_the_fallback_is_not_keyed_to_one_code(
-) -> None:
+def test_any_error_code_outside_the_modern_three_is_legacy_so_the_fallback_is_not_keyed_to_one_code() -> None:
     for code in (-32700, -32603, -32002, -32019, -32023, -32099, -1, 0, 1):
         result = classify_discover_reply(reply(error={"code": code, "message": "x"}))
         assert result.era is Era.LEGACY, code
@@ -139,13 +221,15 @@ def test_any_error_code_outside_the_modern_three_is_legacy_so_the_fallback_is_no
 
 # -- the probe against real children --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("era_flag", ["dual", "modern"])
 async def test_a_dual_era_or_modern_example_server_probes_as_modern(era_flag: str) -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--era", era_flag)), LIMITS) as child:
             result = await probe_era(child)
-    assert result == ProbeResult(Era.MODERN, "server/discover answered: supported versions 2026-07-28",
-                                 ("2026-07-28",))
+    assert result == ProbeResult(
+        Era.MODERN, "server/discover answered: supported versions 2026-07-28", ("2026-07-28",)
+    )
 
 
 async def test_a_legacy_example_server_probes_as_legacy_from_its_method_not_found() -> None:
@@ -171,8 +255,11 @@ async def test_a_server_that_never_answers_discover_probes_as_legacy_after_the_t
 async def test_a_child_that_exits_at_once_raises_child_start_error_with_its_status() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child("raise SystemExit(7)")), LIMITS) as child:
-            with pytest.raises(ChildStartError, match=r"child exited during the era probe: .*"
-                                                      r"exited with status 7"):
+            with pytest.raises(
+                ChildStartError,
+                match=r"child exited during the era probe: .*"
+                r"exited with status 7",
+            ):
                 await probe_era(child)
 
 
@@ -247,25 +334,33 @@ async def test_the_verdict_is_logged_with_the_childs_name_and_pid(caplog: pytest
 
 # -- the official SDK's server ---------------------------------------------------------------------
 
+
 async def test_the_sdk_server_probes_as_modern_and_then_serves_a_modern_tools_list() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(SDK_SERVER), LIMITS) as child:
             result = await probe_era(child)
             tools = await exchange(child, request(2, "tools/list", modern()))
-            called = await exchange(child, request(3, "tools/call",
-                                                   modern({"name": "add", "arguments": {"a": 2, "b": 3}})))
+            called = await exchange(
+                child, request(3, "tools/call", modern({"name": "add", "arguments": {"a": 2, "b": 3}}))
+            )
     assert result.era is Era.MODERN
     assert MODERN_VERSION in result.supported_versions
     assert {tool["name"] for tool in tools["result"]["tools"]} == {"echo", "add"}
     assert called["result"]["content"][0]["text"] == "5"
 
 
-async def test_after_the_probe_the_sdk_server_refuses_a_legacy_initialize_with_unsupported_version(
-) -> None:
+async def test_after_the_probe_the_sdk_server_refuses_a_legacy_initialize_with_unsupported_version() -> None:
     """The SDK's dual-era stdio loop locks the connection's era on the first request, and the
     probe's server/discover is modern: a legacy client sharing that child is refused."""
-    initialize = request(4, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                           "clientInfo": {"name": "legacy", "version": "1"}})
+    initialize = request(
+        4,
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "legacy", "version": "1"},
+        },
+    )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(SDK_SERVER), LIMITS) as child:
             assert (await probe_era(child)).era is Era.MODERN
@@ -278,8 +373,15 @@ async def test_after_the_probe_the_sdk_server_refuses_a_legacy_initialize_with_u
 
 async def test_without_a_probe_the_sdk_server_accepts_a_legacy_initialize() -> None:
     """The control for the test above: the refusal is the probe's doing, not the server's."""
-    initialize = request(4, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                           "clientInfo": {"name": "legacy", "version": "1"}})
+    initialize = request(
+        4,
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "legacy", "version": "1"},
+        },
+    )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(SDK_SERVER), LIMITS) as child:
             accepted = await exchange(child, initialize)
@@ -288,12 +390,14 @@ async def test_without_a_probe_the_sdk_server_accepts_a_legacy_initialize() -> N
 
 # -- the example server's era switches --------------------------------------------------------------
 
-INITIALIZE = request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                       "clientInfo": {"name": "t", "version": "1"}})
+INITIALIZE = request(
+    1,
+    "initialize",
+    {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+)
 
 
-async def test_the_legacy_example_server_answers_discover_with_method_not_found_and_ignores_meta(
-) -> None:
+async def test_the_legacy_example_server_answers_discover_with_method_not_found_and_ignores_meta() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--era", "legacy")), LIMITS) as child:
             discover = await exchange(child, discover_request(1))
@@ -310,9 +414,15 @@ async def test_the_modern_example_server_refuses_initialize_naming_its_versions(
             refused = await exchange(child, INITIALIZE)
             discover = await exchange(child, discover_request(2))
             tools = await exchange(child, request(3, "tools/list", modern()))
-    assert refused == {"jsonrpc": "2.0", "id": 1, "error": {
-        "code": -32022, "message": "Unsupported protocol version",
-        "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"}}}
+    assert refused == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"},
+        },
+    }
     assert discover["result"]["supportedVersions"] == ["2026-07-28"]
     assert tools["result"]["resultType"] == "complete"
 

@@ -21,16 +21,21 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 async def run_example(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return await trio.run_process([sys.executable, *args], cwd=REPO, env=ENV, check=False,
-                                  capture_stdout=True, capture_stderr=True)
+    return await trio.run_process(
+        [sys.executable, *args], cwd=REPO, env=ENV, check=False, capture_stdout=True, capture_stderr=True
+    )
 
 
 async def test_the_serve_and_client_examples_talk_to_each_other(sock_dir: Path) -> None:
     socket_path = sock_dir / "example.sock"
     with trio.fail_after(TIMEOUT):
         server = await trio.lowlevel.open_process(
-            [sys.executable, str(EXAMPLES / "serve_unix.py"), str(socket_path)], cwd=REPO,
-            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            [sys.executable, str(EXAMPLES / "serve_unix.py"), str(socket_path)],
+            cwd=REPO,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             assert server.stdout is not None
             first_line = b""
@@ -41,8 +46,7 @@ async def test_the_serve_and_client_examples_talk_to_each_other(sock_dir: Path) 
             assert first_line.decode().startswith(f"serving on unix:{socket_path}")
             result = await run_example(str(EXAMPLES / "client.py"), f"unix:{socket_path}")
             assert result.returncode == 0, result.stderr.decode()
-            assert result.stdout.decode().splitlines() == ["server: mcp-bridge-example",
-                                                            "echo: hello"]
+            assert result.stdout.decode().splitlines() == ["server: mcp-bridge-example", "echo: hello"]
             server.send_signal(signal.SIGINT)  # Ctrl-C: a graceful stop
             assert await server.wait() == 0
         finally:
@@ -64,5 +68,4 @@ async def test_the_custom_channel_kind_keeps_the_channel_contract() -> None:
     spec.loader.exec_module(module)  # registers abstract:
     with trio.fail_after(TIMEOUT * 4):
         async with pair_maker(f"abstract:mcp-bridge-test-{os.getpid()}") as make_pair:
-            await check_message_channel(make_pair, make_clogged_pair=make_pair,
-                                        half_closeable=True)
+            await check_message_channel(make_pair, make_clogged_pair=make_pair, half_closeable=True)

@@ -34,14 +34,16 @@ def byte_by_byte(data: bytes) -> list[bytes]:
 # Inputs rich in what matters to the framer: newlines, carriage returns and short lines near the
 # limit; plus arbitrary bytes.
 framed_bytes = st.one_of(
-    st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", b"\xff", b"{}"]))
-    .map(b"".join),
+    st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", b"\xff", b"{}"])).map(b"".join),
     st.binary(),
 )
 
 
-@given(data=framed_bytes, cuts=st.lists(st.integers(min_value=0, max_value=300)),
-       max_line_bytes=st.integers(min_value=1, max_value=12))
+@given(
+    data=framed_bytes,
+    cuts=st.lists(st.integers(min_value=0, max_value=300)),
+    max_line_bytes=st.integers(min_value=1, max_value=12),
+)
 def test_any_chunking_yields_the_same_lines_as_one_shot_and_byte_at_a_time(
     data: bytes, cuts: list[int], max_line_bytes: int
 ) -> None:
@@ -52,8 +54,10 @@ def test_any_chunking_yields_the_same_lines_as_one_shot_and_byte_at_a_time(
         assert dropped_here == dropped
 
 
-@given(lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b""))),
-       cuts=st.lists(st.integers(min_value=0, max_value=2000)))
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b""))),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000)),
+)
 def test_with_a_limit_above_the_prefix_size_chunking_changes_nothing_at_all(
     lines: list[bytes], cuts: list[int]
 ) -> None:
@@ -91,14 +95,17 @@ def test_empty_lines_are_skipped() -> None:
 LIMIT = 8
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    (b"x" * (LIMIT - 1), b"x" * (LIMIT - 1)),
-    (b"x" * LIMIT, b"x" * LIMIT),
-    (b"x" * (LIMIT + 1), None),
-    (b"x" * (LIMIT - 1) + b"\r", b"x" * (LIMIT - 1)),
-    (b"x" * LIMIT + b"\r", b"x" * LIMIT),  # the \r does not count towards the limit
-    (b"x" * (LIMIT + 1) + b"\r", None),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b"x" * (LIMIT - 1), b"x" * (LIMIT - 1)),
+        (b"x" * LIMIT, b"x" * LIMIT),
+        (b"x" * (LIMIT + 1), None),
+        (b"x" * (LIMIT - 1) + b"\r", b"x" * (LIMIT - 1)),
+        (b"x" * LIMIT + b"\r", b"x" * LIMIT),  # the \r does not count towards the limit
+        (b"x" * (LIMIT + 1) + b"\r", None),
+    ],
+)
 @pytest.mark.parametrize("chunking", ["one-shot", "byte-at-a-time"])
 def test_the_limit_is_exact_and_the_next_line_is_delivered_after_an_over_long_one(
     line: bytes, expected: bytes | None, chunking: str

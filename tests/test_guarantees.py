@@ -32,8 +32,11 @@ TIMEOUT = 20
 
 def sleep_call(request_id: Any, seconds: float, token: str = "started") -> dict[str, Any]:
     """A sleep whose first progress notification tells the client the child has the request."""
-    return request(request_id, "tools/call", {"name": "sleep", "arguments": {"seconds": seconds},
-                                              "_meta": {"progressToken": token}})
+    return request(
+        request_id,
+        "tools/call",
+        {"name": "sleep", "arguments": {"seconds": seconds}, "_meta": {"progressToken": token}},
+    )
 
 
 async def receive_progress(client: LineClient) -> None:
@@ -52,10 +55,12 @@ def by_id(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
 
 # -- 1. every request gets exactly one reply -------------------------------------------------------
 
+
 async def test_every_request_gets_exactly_one_reply_when_the_child_crashes(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server("--crash-after", "2"),
-                                  [f"unix:{sock_dir}/s.sock"]) as daemon:
+        async with running_bridge(
+            example_server("--crash-after", "2"), [f"unix:{sock_dir}/s.sock"]
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(*[call(number, "echo", text=str(number)) for number in range(1, 6)])
             replies = by_id(await client.receive_until_eof())
@@ -71,8 +76,9 @@ async def test_every_request_gets_exactly_one_reply_when_the_child_crashes(sock_
 async def test_every_request_in_flight_gets_an_error_when_the_child_closes_its_stdout(sock_dir):
     limits = Limits(stop_stdin_timeout=0.2, stop_term_timeout=1)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server("--close-stdout-after", "1"),
-                                  [f"unix:{sock_dir}/s.sock"], limits=limits) as daemon:
+        async with running_bridge(
+            example_server("--close-stdout-after", "1"), [f"unix:{sock_dir}/s.sock"], limits=limits
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(call(1, "echo", text="a"), call(2, "echo", text="b"))
             replies = by_id(await client.receive_until_eof())
@@ -97,11 +103,11 @@ async def test_a_duplicate_in_flight_id_is_refused_and_the_original_still_answer
 
 async def test_requests_over_the_in_flight_limit_are_answered_with_an_error(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=Limits(max_in_flight=2)) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], limits=Limits(max_in_flight=2)
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            await client.send(sleep_call(1, 0.2, "a"), call(2, "echo", text="x"),
-                              call(3, "echo", text="y"))
+            await client.send(sleep_call(1, 0.2, "a"), call(2, "echo", text="x"), call(3, "echo", text="y"))
             messages = [await client.receive() for _ in range(4)]
     replies = by_id([message for message in messages if "method" not in message])
     assert replies[3]["error"]["code"] == -31002
@@ -161,8 +167,9 @@ async def test_repeated_garbage_closes_the_connection(sock_dir):
 
 async def test_an_over_long_client_message_is_answered_by_id_and_the_connection_closed(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=Limits(max_client_message=1024)) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], limits=Limits(max_client_message=1024)
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(call(9, "echo", text="x" * 4000))
             replies = await client.receive_until_eof()
@@ -175,8 +182,7 @@ async def test_an_over_long_client_message_is_answered_by_id_and_the_connection_
 
 async def test_junk_on_the_child_stdout_is_dropped_and_never_forwarded(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server("--junk-every", "2"),
-                                  [f"unix:{sock_dir}/s.sock"]) as daemon:
+        async with running_bridge(example_server("--junk-every", "2"), [f"unix:{sock_dir}/s.sock"]) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(*[call(number, "echo", text=str(number)) for number in range(6)])
             replies = [await client.receive() for _ in range(6)]
@@ -188,8 +194,9 @@ async def test_a_reply_over_the_child_limit_is_answered_with_an_error_and_the_co
     sock_dir,
 ):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=Limits(max_child_message=65536)) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], limits=Limits(max_child_message=65536)
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             too_large = await client.call("big", "blob", size=100_000)
             after = await client.call("next", "echo", text="still here")
@@ -201,29 +208,34 @@ async def test_a_reply_over_the_child_limit_is_answered_with_an_error_and_the_co
 
 # -- 3. replies reach only the client that asked, with its original id ---------------------------
 
+
 async def test_replies_reach_only_the_client_that_asked_with_the_same_id_value_and_type(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(),
-                                  [f"unix:{sock_dir}/s.sock", "tcp:127.0.0.1:0"]) as daemon:
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock", "tcp:127.0.0.1:0"]) as daemon:
             clients = [await LineClient.open(address) for address in daemon.addresses]
             for name, client in zip("ab", clients, strict=True):
-                await client.send(call(1, "echo", text=f"{name}-int"),
-                                  call("1", "echo", text=f"{name}-str"),
-                                  call("a:1", "echo", text=f"{name}-colon"))
+                await client.send(
+                    call(1, "echo", text=f"{name}-int"),
+                    call("1", "echo", text=f"{name}-str"),
+                    call("a:1", "echo", text=f"{name}-colon"),
+                )
             for name, client in zip("ab", clients, strict=True):
                 replies = [await client.receive() for _ in range(3)]
                 assert [(reply["id"], result_text(reply)) for reply in replies] == [
-                    (1, f"{name}-int"), ("1", f"{name}-str"), ("a:1", f"{name}-colon")]
+                    (1, f"{name}-int"),
+                    ("1", f"{name}-str"),
+                    ("a:1", f"{name}-colon"),
+                ]
                 assert type(replies[0]["id"]) is int and type(replies[1]["id"]) is str
 
 
 # -- 4. memory is bounded --------------------------------------------------------------------------
 
+
 async def test_a_client_that_does_not_read_is_disconnected_without_stalling_others(sock_dir):
     limits = Limits(send_timeout=1.0)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=limits) as daemon:
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"], limits=limits) as daemon:
             stuck = await LineClient.open(daemon.addresses[0])
             await stuck.send(*[call(number, "blob", size=4 << 20) for number in range(4)])
             other = await LineClient.open(daemon.addresses[0])
@@ -249,6 +261,7 @@ async def test_a_slow_child_applies_backpressure_instead_of_buffering(sock_dir):
 
 # -- 5. no orphans, and the MCP shutdown order -------------------------------------------------
 
+
 async def test_on_client_eof_replies_in_flight_are_delivered_then_the_child_is_stopped(sock_dir):
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"]) as daemon:
@@ -273,9 +286,7 @@ async def test_on_client_disconnect_the_child_and_its_process_group_are_stopped(
             await poll(lambda: daemon.statistics().children == 0)
 
 
-async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orphan(
-    sock_dir, monkeypatch
-):
+async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orphan(sock_dir, monkeypatch):
     original = Relay._pump_child
     crashed = trio.Event()
 
@@ -298,6 +309,7 @@ async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orpha
 
 # -- 6. graceful stop ------------------------------------------------------------------------------
 
+
 async def test_a_graceful_stop_lets_in_flight_requests_finish_and_refuses_new_ones(sock_dir):
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"]) as daemon:
@@ -315,8 +327,7 @@ async def test_a_graceful_stop_lets_in_flight_requests_finish_and_refuses_new_on
 async def test_requests_still_running_at_the_drain_deadline_are_answered_with_an_error(sock_dir):
     limits = Limits(drain_timeout=0.3, stop_stdin_timeout=0.2, stop_term_timeout=1)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=limits) as daemon:
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"], limits=limits) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(sleep_call(1, 30))
             await receive_progress(client)
@@ -331,8 +342,7 @@ async def test_requests_still_running_at_the_drain_deadline_are_answered_with_an
 async def test_a_signal_stops_the_daemon_gracefully_with_exit_0_and_no_orphans(sock_dir, signum):
     socket_path = sock_dir / "s.sock"
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--listen", f"unix:{socket_path}", "--",
-                                  *example_server()) as bridge:
+        async with bridge_process("--listen", f"unix:{socket_path}", "--", *example_server()) as bridge:
             client = await LineClient.open(bridge.addresses[0])
             grandchild = int(result_text(await client.call(0, "spawn_grandchild")))
             await client.send(sleep_call(1, 0.5))
@@ -347,9 +357,14 @@ async def test_a_signal_stops_the_daemon_gracefully_with_exit_0_and_no_orphans(s
 
 async def test_a_second_signal_stops_at_once_and_still_leaves_no_orphans(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--listen", f"unix:{sock_dir}/s.sock", "--drain-timeout", "60s",
-                                  "--", *example_server("--ignore-sigterm",
-                                                        "--ignore-stdin-eof")) as bridge:
+        async with bridge_process(
+            "--listen",
+            f"unix:{sock_dir}/s.sock",
+            "--drain-timeout",
+            "60s",
+            "--",
+            *example_server("--ignore-sigterm", "--ignore-stdin-eof"),
+        ) as bridge:
             client = await LineClient.open(bridge.addresses[0])
             grandchild = int(result_text(await client.call(0, "spawn_grandchild")))
             await client.send(sleep_call(1, 60))
@@ -364,10 +379,12 @@ async def test_a_second_signal_stops_at_once_and_still_leaves_no_orphans(sock_di
 
 # -- connection cap ------------------------------------------------------------------------------
 
+
 async def test_connections_over_the_cap_are_refused_with_a_clear_error(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=Limits(max_connections=1)) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], limits=Limits(max_connections=1)
+        ) as daemon:
             first = await LineClient.open(daemon.addresses[0])
             assert result_text(await first.call(1, "echo", text="in")) == "in"
             second = await LineClient.open(daemon.addresses[0])
@@ -381,10 +398,12 @@ async def test_connections_over_the_cap_are_refused_with_a_clear_error(sock_dir)
 
 # -- request timeout -------------------------------------------------------------------------------
 
+
 async def test_a_request_over_the_request_timeout_gets_32001_and_the_late_reply_is_dropped(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  limits=Limits(request_timeout=1.0)) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], limits=Limits(request_timeout=1.0)
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(sleep_call("slow", 1.5))
             await receive_progress(client)
@@ -394,5 +413,8 @@ async def test_a_request_over_the_request_timeout_gets_32001_and_the_late_reply_
             after = await client.call("after", "echo", text="next")
     assert timed_out["id"] == "slow" and timed_out["error"]["code"] == -32001
     assert timed_out["error"]["data"]["reason"] == "request-timeout"
-    assert after == {"jsonrpc": "2.0", "id": "after",
-                     "result": {"content": [{"type": "text", "text": "next"}], "isError": False}}
+    assert after == {
+        "jsonrpc": "2.0",
+        "id": "after",
+        "result": {"content": [{"type": "text", "text": "next"}], "isError": False},
+    }

@@ -49,8 +49,7 @@ NASTY = [
     # -- not acceptable JSON text: -32700 ----------------------------------------------------
     ("invalid UTF-8", b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', ParseError, None),
     ("overlong UTF-8", b'{"jsonrpc":"2.0","id":1,"method":"\xc0\xaf"}', ParseError, None),
-    ("UTF-8 encoded surrogate", b'{"jsonrpc":"2.0","id":1,"method":"\xed\xa0\x80"}', ParseError,
-     None),
+    ("UTF-8 encoded surrogate", b'{"jsonrpc":"2.0","id":1,"method":"\xed\xa0\x80"}', ParseError, None),
     ("UTF-16 with BOM", REQUEST.decode().encode("utf-16"), ParseError, None),
     ("UTF-16-LE without BOM", REQUEST.decode().encode("utf-16-le"), ParseError, None),
     ("UTF-32", REQUEST.decode().encode("utf-32"), ParseError, None),
@@ -58,8 +57,7 @@ NASTY = [
     ("lone high surrogate", with_result(b'"\\ud800"'), ParseError, None),
     ("lone low surrogate, upper case", with_result(b'"\\uDC00"'), ParseError, None),
     ("reversed surrogate pair", with_result(b'"\\udc00\\ud800"'), ParseError, None),
-    ("lone surrogate in a key", b'{"jsonrpc":"2.0","id":1,"result":{"\\ud800":1}}', ParseError,
-     None),
+    ("lone surrogate in a key", b'{"jsonrpc":"2.0","id":1,"result":{"\\ud800":1}}', ParseError, None),
     ("NaN", with_result(b"NaN"), ParseError, None),
     ("Infinity", with_result(b"Infinity"), ParseError, None),
     ("-Infinity", with_result(b"-Infinity"), ParseError, None),
@@ -96,8 +94,12 @@ NASTY = [
     ("method not a string", b'{"jsonrpc":"2.0","id":4,"method":4}', InvalidMessage, 4),
     ("params a string", b'{"jsonrpc":"2.0","id":5,"method":"x","params":"p"}', InvalidMessage, 5),
     ("neither method nor id", b'{"jsonrpc":"2.0","result":{}}', InvalidMessage, None),
-    ("result and error", b'{"jsonrpc":"2.0","id":6,"result":{},"error":{"code":1,"message":"m"}}',
-     InvalidMessage, 6),
+    (
+        "result and error",
+        b'{"jsonrpc":"2.0","id":6,"result":{},"error":{"code":1,"message":"m"}}',
+        InvalidMessage,
+        6,
+    ),
     ("neither result nor error", b'{"jsonrpc":"2.0","id":"r"}', InvalidMessage, "r"),
     ("result with a null id", b'{"jsonrpc":"2.0","id":null,"result":{}}', InvalidMessage, None),
     ("result with a bool id", b'{"jsonrpc":"2.0","id":false,"result":{}}', InvalidMessage, None),
@@ -112,8 +114,9 @@ NASTY = [
 ]
 
 
-@pytest.mark.parametrize(("line", "expected", "request_id"),
-                         [pytest.param(*case[1:], id=case[0]) for case in NASTY])
+@pytest.mark.parametrize(
+    ("line", "expected", "request_id"), [pytest.param(*case[1:], id=case[0]) for case in NASTY]
+)
 def test_every_nasty_payload_is_answered_with_the_right_error_and_nothing_else(
     line: bytes, expected: type[ProtocolError], request_id: Any
 ) -> None:
@@ -155,39 +158,44 @@ VALID = [
     ("request, int id", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, Kind.REQUEST),
     ("request, string id", {"jsonrpc": "2.0", "id": "1", "method": "ping"}, Kind.REQUEST),
     ("request, empty string id", {"jsonrpc": "2.0", "id": "", "method": "ping"}, Kind.REQUEST),
-    ("request, negative id", {"jsonrpc": "2.0", "id": -1, "method": "x", "params": {}},
-     Kind.REQUEST),
-    ("request, positional params", {"jsonrpc": "2.0", "id": 0, "method": "x", "params": [1]},
-     Kind.REQUEST),
+    ("request, negative id", {"jsonrpc": "2.0", "id": -1, "method": "x", "params": {}}, Kind.REQUEST),
+    ("request, positional params", {"jsonrpc": "2.0", "id": 0, "method": "x", "params": [1]}, Kind.REQUEST),
     ("notification", {"jsonrpc": "2.0", "method": "notifications/initialized"}, Kind.NOTIFICATION),
-    ("notification with params", {"jsonrpc": "2.0", "method": "n", "params": {"a": None}},
-     Kind.NOTIFICATION),
+    ("notification with params", {"jsonrpc": "2.0", "method": "n", "params": {"a": None}}, Kind.NOTIFICATION),
     ("result", {"jsonrpc": "2.0", "id": 7, "result": {}}, Kind.RESPONSE),
     ("null result", {"jsonrpc": "2.0", "id": "7", "result": None}, Kind.RESPONSE),
-    ("error", {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "no"}},
-     Kind.RESPONSE),
-    ("error with data",
-     {"jsonrpc": "2.0", "id": 7, "error": {"code": 1, "message": "", "data": {"reason": "x"}}},
-     Kind.RESPONSE),
-    ("parse-error reply with a null id",
-     {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
-     Kind.RESPONSE),
+    ("error", {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "no"}}, Kind.RESPONSE),
+    (
+        "error with data",
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": 1, "message": "", "data": {"reason": "x"}}},
+        Kind.RESPONSE,
+    ),
+    (
+        "parse-error reply with a null id",
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
+        Kind.RESPONSE,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("message", "expected"), [pytest.param(*c[1:], id=c[0]) for c in VALID])
-def test_requests_notifications_and_responses_are_classified(
-    message: dict[str, Any], expected: Kind
-) -> None:
+def test_requests_notifications_and_responses_are_classified(message: dict[str, Any], expected: Kind) -> None:
     assert validate(message) is expected
     assert kind(message) is expected
     assert decode(encode(message)[:-1]) == message
 
 
-@pytest.mark.parametrize(("id_text", "expected"), [
-    (b"1", 1), (b'"1"', "1"), (b"0", 0), (b'"0"', "0"), (b"-5", -5),
-    (b"12345678901234567890", 12345678901234567890),
-])
+@pytest.mark.parametrize(
+    ("id_text", "expected"),
+    [
+        (b"1", 1),
+        (b'"1"', "1"),
+        (b"0", 0),
+        (b'"0"', "0"),
+        (b"-5", -5),
+        (b"12345678901234567890", 12345678901234567890),
+    ],
+)
 def test_ids_keep_their_json_type(id_text: bytes, expected: Any) -> None:
     line = b'{"jsonrpc":"2.0","id":' + id_text + b',"result":{}}'
     message = decode(line)
@@ -195,8 +203,7 @@ def test_ids_keep_their_json_type(id_text: bytes, expected: Any) -> None:
     assert encode(message) == line + b"\n"
 
 
-AWKWARD_TEXT = ["a\nb", "\r\n", "\u2028\u2029", "\x85", "\x00\x1f\x7f", '"', "\\", "😀", "é",
-                "\n" * 10]
+AWKWARD_TEXT = ["a\nb", "\r\n", "\u2028\u2029", "\x85", "\x00\x1f\x7f", '"', "\\", "😀", "é", "\n" * 10]
 
 
 @pytest.mark.parametrize("text", AWKWARD_TEXT)
@@ -221,7 +228,8 @@ def test_encode_refuses_what_json_cannot_carry_with_value_error(value: Any) -> N
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_encode_writes_a_non_finite_float_built_locally_as_null_like_javascript(value: float) -> None:
     assert encode({"jsonrpc": "2.0", "id": 1, "result": {"v": value}}) == (
-        b'{"jsonrpc":"2.0","id":1,"result":{"v":null}}\n')
+        b'{"jsonrpc":"2.0","id":1,"result":{"v":null}}\n'
+    )
 
 
 @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**300])
@@ -240,22 +248,25 @@ def test_nesting_beyond_what_orjson_encodes_is_still_encoded() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (st.lists(children, max_size=5)
-                      | st.dictionaries(st.text(), children, max_size=5)),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5),
     max_leaves=25,
 )
 request_ids = st.one_of(st.integers(), st.text())
 params = st.dictionaries(st.text(), json_values, max_size=5)
 messages = st.one_of(
-    st.builds(lambda i, m, p: {"jsonrpc": "2.0", "id": i, "method": m, "params": p},
-              request_ids, st.text(), params),
+    st.builds(
+        lambda i, m, p: {"jsonrpc": "2.0", "id": i, "method": m, "params": p}, request_ids, st.text(), params
+    ),
     st.builds(lambda m, p: {"jsonrpc": "2.0", "method": m, "params": p}, st.text(), params),
     st.builds(lambda i, r: {"jsonrpc": "2.0", "id": i, "result": r}, request_ids, json_values),
-    st.builds(lambda i, c, t, d: {"jsonrpc": "2.0", "id": i,
-                                  "error": {"code": c, "message": t, "data": d}},
-              request_ids, st.integers(), st.text(), json_values),
+    st.builds(
+        lambda i, c, t, d: {"jsonrpc": "2.0", "id": i, "error": {"code": c, "message": t, "data": d}},
+        request_ids,
+        st.integers(),
+        st.text(),
+        json_values,
+    ),
 )
 
 
@@ -269,26 +280,27 @@ def test_decode_of_encode_is_the_identity_for_valid_messages(message: dict[str, 
         assert type(decoded["id"]) is type(message["id"])
 
 
-@pytest.mark.parametrize(("prefix", "expected"), [
-    (b'{"jsonrpc":"2.0","id":42,"result":{"text":"' + b"a" * 5000, 42),
-    (b'{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{', "abc"),
-    (b'{"id":7,"jsonrpc":"2.0"', 7),
-    (b'  { "jsonrpc" : "2.0" , "id" : -3 }', -3),
-    (b'{"jsonrpc":"2.0","id":"a\\"b","result":', 'a"b'),
-    (b'{"jsonrpc":"2.0","id":"1","result":', "1"),
-    (b'{"jsonrpc":"2.0","result":{},"id":1}', None),  # id not first: not guessed at
-    (b'{"jsonrpc":"2.0","id":12', None),  # cut inside the id
-    (b'{"jsonrpc":"2.0","id":"unterminated', None),
-    (b'{"jsonrpc":"2.0","id":true,', None),
-    (b'{"jsonrpc":"2.0","id":null,', None),
-    (b'{"jsonrpc":"2.0","id":1.5,', None),
-    (b'{"jsonrpc":"2.0","id":1234567890123456789,', None),  # over 18 digits
-    (b"", None),
-    (b"\xff\xfe", None),
-])
-def test_a_leading_id_is_recovered_from_a_prefix_and_nothing_is_guessed(
-    prefix: bytes, expected: Any
-) -> None:
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":42,"result":{"text":"' + b"a" * 5000, 42),
+        (b'{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{', "abc"),
+        (b'{"id":7,"jsonrpc":"2.0"', 7),
+        (b'  { "jsonrpc" : "2.0" , "id" : -3 }', -3),
+        (b'{"jsonrpc":"2.0","id":"a\\"b","result":', 'a"b'),
+        (b'{"jsonrpc":"2.0","id":"1","result":', "1"),
+        (b'{"jsonrpc":"2.0","result":{},"id":1}', None),  # id not first: not guessed at
+        (b'{"jsonrpc":"2.0","id":12', None),  # cut inside the id
+        (b'{"jsonrpc":"2.0","id":"unterminated', None),
+        (b'{"jsonrpc":"2.0","id":true,', None),
+        (b'{"jsonrpc":"2.0","id":null,', None),
+        (b'{"jsonrpc":"2.0","id":1.5,', None),
+        (b'{"jsonrpc":"2.0","id":1234567890123456789,', None),  # over 18 digits
+        (b"", None),
+        (b"\xff\xfe", None),
+    ],
+)
+def test_a_leading_id_is_recovered_from_a_prefix_and_nothing_is_guessed(prefix: bytes, expected: Any) -> None:
     found = sniff_leading_id(prefix)
     assert found == expected and type(found) is type(expected)
 
@@ -299,15 +311,27 @@ def test_a_sniffed_id_can_always_be_written_back_in_a_reply() -> None:
         encode({"jsonrpc": "2.0", "id": found, "error": {"code": -32600, "message": "too large"}})
 
 
-@given(message=st.fixed_dictionaries(
-    {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "id": st.one_of(
-        st.integers(), st.text(max_size=3), st.booleans(), st.none(), st.floats())},
-    optional={"method": st.one_of(st.text(max_size=3), st.integers()),
-              "params": st.one_of(st.none(), st.dictionaries(st.text(max_size=2), st.integers()),
-                                  st.lists(st.integers()), st.integers()),
-              "result": st.integers(), "error": st.one_of(
-                  st.integers(), st.fixed_dictionaries({"code": st.integers(),
-                                                        "message": st.text(max_size=3)}))}))
+@given(
+    message=st.fixed_dictionaries(
+        {
+            "jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+            "id": st.one_of(st.integers(), st.text(max_size=3), st.booleans(), st.none(), st.floats()),
+        },
+        optional={
+            "method": st.one_of(st.text(max_size=3), st.integers()),
+            "params": st.one_of(
+                st.none(),
+                st.dictionaries(st.text(max_size=2), st.integers()),
+                st.lists(st.integers()),
+                st.integers(),
+            ),
+            "result": st.integers(),
+            "error": st.one_of(
+                st.integers(), st.fixed_dictionaries({"code": st.integers(), "message": st.text(max_size=3)})
+            ),
+        },
+    )
+)
 def test_the_fast_path_of_validate_agrees_with_the_thorough_checks(message: dict[str, Any]) -> None:
     from channels._jsonrpc import _validate_thoroughly
 

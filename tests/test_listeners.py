@@ -34,8 +34,7 @@ PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 
 @asynccontextmanager
-async def listening(address: str, options: ListenOptions | None = None
-                    ) -> AsyncIterator[MessageListener]:
+async def listening(address: str, options: ListenOptions | None = None) -> AsyncIterator[MessageListener]:
     """The single listener for ``address``, closed on exit."""
     listeners = await parse_address(address).listen(options or ListenOptions())
     try:
@@ -67,6 +66,7 @@ def bind_plain_socket(path: Path) -> socket.socket:
 
 # -- Unix: permissions ---------------------------------------------------------------------------
 
+
 async def test_a_unix_socket_is_created_owner_only_by_default(sock_dir: Path) -> None:
     path = sock_dir / "mcp.sock"
     umask = os.umask(0o022)
@@ -90,6 +90,7 @@ async def test_a_unix_socket_can_be_opened_to_a_group(sock_dir: Path) -> None:
 
 
 # -- Unix: what is already at the path -------------------------------------------------------------
+
 
 async def test_a_stale_socket_from_a_dead_listener_is_replaced(sock_dir: Path) -> None:
     path = sock_dir / "mcp.sock"
@@ -145,8 +146,9 @@ def snapshot(path: Path) -> tuple[object, ...]:
     return info.st_ino, path.read_text()
 
 
-@pytest.mark.parametrize("make", [make_regular_file, make_directory, make_symlink_to_a_file,
-                                  make_dangling_symlink])
+@pytest.mark.parametrize(
+    "make", [make_regular_file, make_directory, make_symlink_to_a_file, make_dangling_symlink]
+)
 async def test_what_is_not_a_socket_is_refused_and_left_untouched(
     sock_dir: Path, make: Callable[[Path], None]
 ) -> None:
@@ -170,6 +172,7 @@ async def test_a_symlink_to_a_live_socket_is_refused(sock_dir: Path) -> None:
 
 
 # -- Unix: the path itself ------------------------------------------------------------------------
+
 
 def path_of_length(directory: Path, length: int) -> Path:
     prefix = str(directory) + "/"
@@ -198,6 +201,7 @@ async def test_a_missing_parent_directory_is_refused(sock_dir: Path) -> None:
 
 
 # -- Unix: closing and peers ----------------------------------------------------------------------
+
 
 async def test_closing_the_listener_removes_its_socket_file(sock_dir: Path) -> None:
     path = sock_dir / "mcp.sock"
@@ -233,6 +237,7 @@ async def test_accepted_unix_channels_carry_the_peers_credentials(sock_dir: Path
 
 # -- TCP ------------------------------------------------------------------------------------------
 
+
 async def test_tcp_port_0_binds_loopback_and_reports_the_real_port() -> None:
     with trio.fail_after(TIMEOUT):
         async with listening("tcp:127.0.0.1:0") as listener:
@@ -259,22 +264,24 @@ async def test_a_non_loopback_tcp_bind_is_refused_unless_explicitly_allowed() ->
 
 # -- parsing --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected_form"), [
-    ("ftp://example.org/", "expected one of"),
-    ("no-scheme-at-all", "expected one of"),
-    ("", "expected one of"),
-    ("tcp:127.0.0.1", "tcp:HOST:PORT"),
-    ("tcp:127.0.0.1:", "tcp:HOST:PORT"),
-    ("tcp::7300", "tcp:HOST:PORT"),
-    ("tcp:127.0.0.1:65536", "tcp:HOST:PORT"),
-    ("tcp:127.0.0.1:-1", "tcp:HOST:PORT"),
-    ("tcp:127.0.0.1:http", "tcp:HOST:PORT"),
-    ("unix:", "unix:PATH"),
-    ("stdio:x", "stdio:"),
-])
-def test_malformed_addresses_are_refused_naming_the_expected_form(
-    text: str, expected_form: str
-) -> None:
+
+@pytest.mark.parametrize(
+    ("text", "expected_form"),
+    [
+        ("ftp://example.org/", "expected one of"),
+        ("no-scheme-at-all", "expected one of"),
+        ("", "expected one of"),
+        ("tcp:127.0.0.1", "tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:", "tcp:HOST:PORT"),
+        ("tcp::7300", "tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:65536", "tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:-1", "tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:http", "tcp:HOST:PORT"),
+        ("unix:", "unix:PATH"),
+        ("stdio:x", "stdio:"),
+    ],
+)
+def test_malformed_addresses_are_refused_naming_the_expected_form(text: str, expected_form: str) -> None:
     with pytest.raises(AddressError, match=expected_form):
         parse_address(text)
 
@@ -291,13 +298,16 @@ def test_a_port_that_is_not_ascii_digits_is_refused_as_an_address_error() -> Non
         parse_address("tcp:127.0.0.1:\u00b2")
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("tcp:[::1]:7300", TcpAddress("::1", 7300)),
-    ("tcp:127.0.0.1:0", TcpAddress("127.0.0.1", 0)),
-    ("tcp:localhost:65535", TcpAddress("localhost", 65535)),
-    ("unix:/run/mcp.sock", UnixAddress("/run/mcp.sock")),
-    ("stdio:", StdioAddress()),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("tcp:[::1]:7300", TcpAddress("::1", 7300)),
+        ("tcp:127.0.0.1:0", TcpAddress("127.0.0.1", 0)),
+        ("tcp:localhost:65535", TcpAddress("localhost", 65535)),
+        ("unix:/run/mcp.sock", UnixAddress("/run/mcp.sock")),
+        ("stdio:", StdioAddress()),
+    ],
+)
 def test_well_formed_addresses_parse_and_print_back(text: str, expected: object) -> None:
     parsed = parse_address(text)
     assert parsed == expected

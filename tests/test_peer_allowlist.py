@@ -33,8 +33,14 @@ async def ping_as_nobody(path: str, *, refused: bool = False) -> bytes:
     EPIPE): that is the refusal too, so only a served peer must see socat succeed.
     """
     result = await trio.run_process(
-        ["socat", "-t", "5", "-", f"UNIX-CONNECT:{path}"], user=NOBODY.pw_uid,
-        group=NOBODY.pw_gid, stdin=PING, capture_stdout=True, capture_stderr=True, check=False)
+        ["socat", "-t", "5", "-", f"UNIX-CONNECT:{path}"],
+        user=NOBODY.pw_uid,
+        group=NOBODY.pw_gid,
+        stdin=PING,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
     if refused:
         assert result.returncode == 0 or b"Broken pipe" in result.stderr, result.stderr.decode()
     else:
@@ -50,8 +56,9 @@ def options(**allow: frozenset[int]) -> ListenOptions:
 async def test_a_peer_whose_uid_is_not_allowed_is_disconnected_before_any_byte_is_read(sock_dir):
     os.chmod(sock_dir, 0o755)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  listen_options=options(allow_uids=frozenset({0}))) as daemon:
+        async with running_bridge(
+            example_server(), [f"unix:{sock_dir}/s.sock"], listen_options=options(allow_uids=frozenset({0}))
+        ) as daemon:
             assert await ping_as_nobody(f"{sock_dir}/s.sock", refused=True) == b""
             assert daemon.statistics().connections_total == 0  # never reached the daemon
             root = await LineClient.open(daemon.addresses[0])  # uid 0 is on the list
@@ -61,8 +68,11 @@ async def test_a_peer_whose_uid_is_not_allowed_is_disconnected_before_any_byte_i
 async def test_a_peer_whose_group_is_allowed_is_served(sock_dir):
     os.chmod(sock_dir, 0o755)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  listen_options=options(allow_gids=frozenset({NOBODY.pw_gid}))):
+        async with running_bridge(
+            example_server(),
+            [f"unix:{sock_dir}/s.sock"],
+            listen_options=options(allow_gids=frozenset({NOBODY.pw_gid})),
+        ):
             reply = await ping_as_nobody(f"{sock_dir}/s.sock")
     assert reply == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
 
@@ -70,7 +80,6 @@ async def test_a_peer_whose_group_is_allowed_is_served(sock_dir):
 async def test_without_an_allowlist_every_peer_that_may_open_the_socket_is_served(sock_dir):
     os.chmod(sock_dir, 0o755)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  listen_options=options()):
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"], listen_options=options()):
             reply = await ping_as_nobody(f"{sock_dir}/s.sock")
     assert reply == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'

@@ -46,13 +46,11 @@ class FakeChild:
 
 
 def channel_pair(*, lockstep: bool = False) -> tuple[StreamChannel, StreamChannel]:
-    left, right = (trio.testing.lockstep_stream_pair() if lockstep
-                   else trio.testing.memory_stream_pair())
+    left, right = trio.testing.lockstep_stream_pair() if lockstep else trio.testing.memory_stream_pair()
     return StreamChannel(left), StreamChannel(right)
 
 
-def make_relay(limits: Limits, *, lockstep_client: bool = False
-               ) -> tuple[Relay, StreamChannel, FakeChild]:
+def make_relay(limits: Limits, *, lockstep_client: bool = False) -> tuple[Relay, StreamChannel, FakeChild]:
     client, client_end = channel_pair(lockstep=lockstep_client)
     bridge_end, server = channel_pair()
     child = FakeChild(bridge_end, server)
@@ -66,8 +64,12 @@ async def run_then_close(relay: Relay) -> None:
 
 
 def tool_request(request_id: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "sleep", "arguments": {}},
+    }
 
 
 async def test_a_half_closed_client_gets_errors_for_requests_unanswered_after_the_grace(
@@ -125,8 +127,13 @@ async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(aut
     with trio.fail_after(VIRTUAL_DEADLINE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_then_close, relay)
-            await child.server.send({"jsonrpc": "2.0", "method": "notifications/message",
-                                     "params": {"level": "info", "data": "nobody reads this"}})
+            await child.server.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": "info", "data": "nobody reads this"},
+                }
+            )
         assert relay.ending is not None and relay.ending.reason == "client-too-slow"
         assert trio.current_time() == pytest.approx(30)
 
@@ -154,9 +161,17 @@ async def test_a_cancelled_request_is_not_answered_again_when_the_child_exits(au
     with trio.fail_after(VIRTUAL_DEADLINE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_then_close, relay)
-            await client.send_many([tool_request(1), tool_request(2),
-                                    {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                     "params": {"requestId": 1, "reason": "user"}}])
+            await client.send_many(
+                [
+                    tool_request(1),
+                    tool_request(2),
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "reason": "user"},
+                    },
+                ]
+            )
             for _ in range(3):
                 await child.server.receive()
             await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {}})  # late: dropped
@@ -171,8 +186,11 @@ async def test_a_cancelled_request_is_not_answered_again_when_the_child_exits(au
 
 async def test_a_client_that_does_not_read_makes_the_bridge_stop_reading_its_child():
     relay, _client, child = make_relay(Limits(send_timeout=3600), lockstep_client=True)
-    blob = {"jsonrpc": "2.0", "method": "notifications/message",
-            "params": {"level": "info", "data": "x" * (256 << 10)}}
+    blob = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "x" * (256 << 10)},
+    }
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_then_close, relay)
@@ -194,8 +212,13 @@ async def test_requests_in_flight_when_the_client_vanishes_mid_write_do_not_hang
             nursery.start_soon(run_then_close, relay)
             await client.send(tool_request(1))
             await child.server.receive()
-            await child.server.send({"jsonrpc": "2.0", "method": "notifications/message",
-                                     "params": {"level": "info", "data": "x" * 4096}})
+            await child.server.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": "info", "data": "x" * 4096},
+                }
+            )
             await trio.testing.wait_all_tasks_blocked()
             await client.aclose()  # the relay's write of that notification now breaks
     assert relay.ending is not None and relay.ending.reason == "client-disconnected"
@@ -220,8 +243,11 @@ async def test_a_request_still_running_after_the_request_timeout_gets_32001_and_
             await child.server.send({"jsonrpc": "2.0", "id": "next", "result": {"n": 1}})
             assert await client.receive() == {"jsonrpc": "2.0", "id": "next", "result": {"n": 1}}
             nursery.cancel_scope.cancel()
-    assert cancel == {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                      "params": {"requestId": "slow", "reason": "timed out after 5s"}}
+    assert cancel == {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": "slow", "reason": "timed out after 5s"},
+    }
     assert reply["id"] == "slow" and reply["error"]["code"] == -32001
     assert reply["error"]["data"] == {"reason": "request-timeout", "timeout": 5}
 

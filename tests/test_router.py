@@ -22,17 +22,19 @@ def request(request_id: Any, token: Any = None, method: str = "tools/call") -> d
 
 
 def cancel(request_id: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": request_id}}
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
 
 
-operations = st.lists(st.one_of(
-    st.tuples(st.just("request"), st.integers(0, 2), st.sampled_from(IDS), st.booleans()),
-    st.tuples(st.just("answer"), st.integers(0, 50)),
-    st.tuples(st.just("progress"), st.integers(0, 50)),
-    st.tuples(st.just("cancel"), st.integers(0, 2), st.sampled_from(IDS)),
-    st.tuples(st.just("leave"), st.integers(0, 2)),
-), max_size=60)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("request"), st.integers(0, 2), st.sampled_from(IDS), st.booleans()),
+        st.tuples(st.just("answer"), st.integers(0, 50)),
+        st.tuples(st.just("progress"), st.integers(0, 50)),
+        st.tuples(st.just("cancel"), st.integers(0, 2), st.sampled_from(IDS)),
+        st.tuples(st.just("leave"), st.integers(0, 2)),
+    ),
+    max_size=60,
+)
 
 
 @settings(max_examples=300)
@@ -74,16 +76,23 @@ def test_any_interleaving_of_clients_delivers_each_client_exactly_its_own_replie
             routed = at_child[operation[1] % len(at_child)]
             if kind == "answer":
                 at_child.remove(routed)
-                reply = {"jsonrpc": "2.0", "id": routed["id"],
-                         "result": {"payload": routed["params"]["arguments"]["payload"]}}
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": routed["id"],
+                    "result": {"payload": routed["params"]["arguments"]["payload"]},
+                }
                 delivered = router.child_response(reply)
             else:
                 token = routed["params"].get("_meta", {}).get("progressToken")
                 if token is None:
                     continue
                 delivered = router.child_progress(
-                    {"jsonrpc": "2.0", "method": "notifications/progress",
-                     "params": {"progressToken": token, "progress": 1}})
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": 1},
+                    }
+                )
             if delivered is not None:
                 received.setdefault(delivered[0], []).append(delivered[1])
                 if kind == "answer":
@@ -91,8 +100,13 @@ def test_any_interleaving_of_clients_delivers_each_client_exactly_its_own_replie
                     assert expected.pop((key, reply["id"])) == reply["result"]["payload"]
                 else:
                     key, note = delivered
-                    payload = expected[next((k, i) for k, i in expected if k == key
-                                            and f"t{expected[(k, i)]}" == note["params"]["progressToken"])]
+                    payload = expected[
+                        next(
+                            (k, i)
+                            for k, i in expected
+                            if k == key and f"t{expected[(k, i)]}" == note["params"]["progressToken"]
+                        )
+                    ]
                     assert note["params"]["progressToken"] == f"t{payload}"
         elif kind == "cancel":
             _, who, request_id = operation
@@ -114,8 +128,11 @@ def test_any_interleaving_of_clients_delivers_each_client_exactly_its_own_replie
             next_key += 1
     # The child answers everything it still holds: exactly the expected replies arrive.
     for routed in at_child:
-        reply = {"jsonrpc": "2.0", "id": routed["id"],
-                 "result": {"payload": routed["params"]["arguments"]["payload"]}}
+        reply = {
+            "jsonrpc": "2.0",
+            "id": routed["id"],
+            "result": {"payload": routed["params"]["arguments"]["payload"]},
+        }
         delivered = router.child_response(reply)
         if delivered is not None:
             key, reply = delivered
@@ -132,9 +149,13 @@ def test_two_clients_may_both_use_id_1_and_each_gets_its_own_reply_with_the_same
     c = router.client_request(20, request("1"))
     assert len({a["id"], b["id"], c["id"]}) == 3
     assert router.child_response({"jsonrpc": "2.0", "id": c["id"], "result": {}}) == (
-        20, {"jsonrpc": "2.0", "id": "1", "result": {}})
+        20,
+        {"jsonrpc": "2.0", "id": "1", "result": {}},
+    )
     assert router.child_response({"jsonrpc": "2.0", "id": a["id"], "result": {}}) == (
-        10, {"jsonrpc": "2.0", "id": 1, "result": {}})
+        10,
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+    )
 
 
 def test_a_client_cannot_cancel_another_clients_request():
@@ -153,12 +174,18 @@ def test_subscription_notifications_reach_only_the_subscriber_with_its_own_id():
     router.attach(2)
     listen = router.client_request(1, request("sub", method="subscriptions/listen"))
     router.client_request(2, request("sub", method="subscriptions/listen"))
-    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-           "params": {"_meta": {SUBSCRIPTION_ID: listen["id"]}, "notifications": {}}}
+    ack = {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {SUBSCRIPTION_ID: listen["id"]}, "notifications": {}},
+    }
     client, delivered = router.child_subscription(ack)
     assert client == 1 and delivered["params"]["_meta"][SUBSCRIPTION_ID] == "sub"
-    final = {"jsonrpc": "2.0", "id": listen["id"],
-             "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: listen["id"]}}}
+    final = {
+        "jsonrpc": "2.0",
+        "id": listen["id"],
+        "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: listen["id"]}},
+    }
     client, delivered = router.child_response(final)
     assert client == 1 and delivered["id"] == "sub"
     assert delivered["result"]["_meta"][SUBSCRIPTION_ID] == "sub"
@@ -172,7 +199,8 @@ def test_requests_from_the_child_are_answered_only_by_the_client_they_were_sent_
     sent = router.child_request(1, {"jsonrpc": "2.0", "id": "s-1", "method": "roots/list"})
     assert router.client_response(2, {"jsonrpc": "2.0", "id": sent["id"], "result": {}}) is None
     assert router.client_response(1, {"jsonrpc": "2.0", "id": sent["id"], "result": {}}) == (
-        {"jsonrpc": "2.0", "id": "s-1", "result": {}})
+        {"jsonrpc": "2.0", "id": "s-1", "result": {}}
+    )
 
 
 def test_a_client_that_leaves_yields_its_requests_to_cancel_and_the_childs_requests_to_refuse():

@@ -27,18 +27,23 @@ FAST_RESTARTS = RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=
 
 
 def initialize(request_id: Any, version: str) -> dict[str, Any]:
-    return request(request_id, "initialize", {"protocolVersion": version, "capabilities": {},
-                                               "clientInfo": {"name": "test", "version": "1"}})
+    return request(
+        request_id,
+        "initialize",
+        {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    )
 
 
 def progress_call(request_id: Any, token: Any, steps: int) -> dict[str, Any]:
-    return request(request_id, "tools/call", {"name": "progress", "arguments": {"steps": steps},
-                                              "_meta": {"progressToken": token}})
+    return request(
+        request_id,
+        "tools/call",
+        {"name": "progress", "arguments": {"steps": steps}, "_meta": {"progressToken": token}},
+    )
 
 
 async def shared(sock_dir, *flags: str, **options: Any):  # type: ignore[no-untyped-def]
-    return running_bridge(example_server(*flags), [f"unix:{sock_dir}/s.sock"],
-                          child_mode="shared", **options)
+    return running_bridge(example_server(*flags), [f"unix:{sock_dir}/s.sock"], child_mode="shared", **options)
 
 
 async def test_clients_share_one_child_and_each_gets_only_its_own_replies_with_its_own_ids(
@@ -48,13 +53,18 @@ async def test_clients_share_one_child_and_each_gets_only_its_own_replies_with_i
         async with await shared(sock_dir) as daemon:
             clients = [await LineClient.open(daemon.addresses[0]) for _ in range(3)]
             for number, client in enumerate(clients):
-                await client.send(call(1, "echo", text=f"{number}-int"),
-                                  call("1", "echo", text=f"{number}-str"),
-                                  call("x:1", "echo", text=f"{number}-colon"))
+                await client.send(
+                    call(1, "echo", text=f"{number}-int"),
+                    call("1", "echo", text=f"{number}-str"),
+                    call("x:1", "echo", text=f"{number}-colon"),
+                )
             for number, client in enumerate(clients):
                 replies = [await client.receive() for _ in range(3)]
                 assert [(reply["id"], result_text(reply)) for reply in replies] == [
-                    (1, f"{number}-int"), ("1", f"{number}-str"), ("x:1", f"{number}-colon")]
+                    (1, f"{number}-int"),
+                    ("1", f"{number}-str"),
+                    ("x:1", f"{number}-colon"),
+                ]
             assert daemon.statistics().children == 1
 
 
@@ -62,12 +72,14 @@ async def test_a_later_legacy_client_is_answered_from_the_handshake_the_bridge_o
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir) as daemon:
             first = await LineClient.open(daemon.addresses[0])
-            await first.send(initialize(0, "2025-06-18"),
-                             {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await first.send(
+                initialize(0, "2025-06-18"), {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            )
             assert (await first.receive())["result"]["protocolVersion"] == "2025-06-18"
             second = await LineClient.open(daemon.addresses[0])
-            await second.send(initialize("init", "2025-03-26"),
-                              {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await second.send(
+                initialize("init", "2025-03-26"), {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            )
             answer = await second.receive()
             # The child would have echoed 2025-03-26: the answer came from the cached handshake.
             assert answer["id"] == "init"
@@ -86,7 +98,8 @@ async def test_progress_reaches_only_the_client_whose_token_it_carries(sock_dir)
                 messages = [await client.receive() for _ in range(steps + 1)]
                 progress = [m["params"] for m in messages if m.get("method")]
                 assert [(p["progressToken"], p["progress"]) for p in progress] == [
-                    ("token", step) for step in range(1, steps + 1)]
+                    ("token", step) for step in range(1, steps + 1)
+                ]
                 assert messages[-1]["id"] == 1 and result_text(messages[-1]) == "done"
 
 
@@ -95,11 +108,15 @@ async def test_a_client_cannot_cancel_another_clients_request(sock_dir):
         async with await shared(sock_dir) as daemon:
             a = await LineClient.open(daemon.addresses[0])
             b = await LineClient.open(daemon.addresses[0])
-            await a.send(request(5, "tools/call", {"name": "sleep", "arguments": {"seconds": 0.2},
-                                                   "_meta": {"progressToken": "p"}}))
+            await a.send(
+                request(
+                    5,
+                    "tools/call",
+                    {"name": "sleep", "arguments": {"seconds": 0.2}, "_meta": {"progressToken": "p"}},
+                )
+            )
             assert (await a.receive())["method"] == "notifications/progress"
-            await b.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": 5}})
+            await b.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
             assert result_text(await b.call(6, "echo", text="b")) == "b"
             reply = await a.receive()
             assert reply["id"] == 5 and result_text(reply) == "slept"
@@ -107,8 +124,7 @@ async def test_a_client_cannot_cancel_another_clients_request(sock_dir):
 
 async def test_a_child_crash_answers_every_request_in_flight_and_the_child_is_restarted(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with await shared(sock_dir, "--crash-after", "1",
-                                restart_policy=FAST_RESTARTS) as daemon:
+        async with await shared(sock_dir, "--crash-after", "1", restart_policy=FAST_RESTARTS) as daemon:
             a = await LineClient.open(daemon.addresses[0])
             await a.send(initialize(0, "2025-06-18"))  # the one request the child answers
             assert "result" in await a.receive()
@@ -120,15 +136,21 @@ async def test_a_child_crash_answers_every_request_in_flight_and_the_child_is_re
             # The restarted child got the handshake replayed (its one answer); the next request
             # crashes it again, and so on: the client is served by each new child in turn.
             await a.send(call(2, "echo", text="again"))
-            assert (await a.receive())["error"]["data"]["reason"] in ("child-exited",
-                                                                      "child-restarting")
+            assert (await a.receive())["error"]["data"]["reason"] in ("child-exited", "child-restarting")
 
 
 async def test_a_child_that_keeps_crashing_makes_the_daemon_exit_75(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--child", "shared", "--restart-limit", "1",
-                                  "--listen", f"unix:{sock_dir}/s.sock", "--",
-                                  *example_server("--crash-after", "0")) as bridge:
+        async with bridge_process(
+            "--child",
+            "shared",
+            "--restart-limit",
+            "1",
+            "--listen",
+            f"unix:{sock_dir}/s.sock",
+            "--",
+            *example_server("--crash-after", "0"),
+        ) as bridge:
             client = await LineClient.open(bridge.addresses[0])
             for attempt in range(2):  # each request crashes the child it reaches
                 await client.send(call(attempt, "echo", text="x"))
@@ -155,11 +177,11 @@ async def test_auto_mode_shares_a_modern_server_and_gives_a_legacy_one_a_child_p
     sock_dir,
 ):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/a.sock"],
-                                  child_mode="auto") as daemon:
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/a.sock"], child_mode="auto") as daemon:
             assert daemon.mode == "shared"
-        async with running_bridge(example_server("--era", "legacy"), [f"unix:{sock_dir}/b.sock"],
-                                  child_mode="auto") as daemon:
+        async with running_bridge(
+            example_server("--era", "legacy"), [f"unix:{sock_dir}/b.sock"], child_mode="auto"
+        ) as daemon:
             assert daemon.mode == "per-connection"
             client = await LineClient.open(daemon.addresses[0])
             assert result_text(await client.call(1, "echo", text="legacy")) == "legacy"
@@ -167,12 +189,17 @@ async def test_auto_mode_shares_a_modern_server_and_gives_a_legacy_one_a_child_p
 
 async def test_a_graceful_stop_in_shared_mode_finishes_requests_and_stops_the_child(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--child", "shared", "--listen", f"unix:{sock_dir}/s.sock",
-                                  "--", *example_server()) as bridge:
+        async with bridge_process(
+            "--child", "shared", "--listen", f"unix:{sock_dir}/s.sock", "--", *example_server()
+        ) as bridge:
             client = await LineClient.open(bridge.addresses[0])
-            await client.send(request(1, "tools/call", {"name": "sleep",
-                                                        "arguments": {"seconds": 0.3},
-                                                        "_meta": {"progressToken": 1}}))
+            await client.send(
+                request(
+                    1,
+                    "tools/call",
+                    {"name": "sleep", "arguments": {"seconds": 0.3}, "_meta": {"progressToken": 1}},
+                )
+            )
             assert (await client.receive())["method"] == "notifications/progress"
             bridge.process.send_signal(signal.SIGTERM)
             replies = await client.receive_until_eof()
@@ -184,8 +211,13 @@ async def test_a_request_over_the_request_timeout_gets_32001_in_shared_mode_too(
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir, limits=Limits(request_timeout=1.0)) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            await client.send(request("slow", "tools/call", {
-                "name": "sleep", "arguments": {"seconds": 1.5}, "_meta": {"progressToken": 1}}))
+            await client.send(
+                request(
+                    "slow",
+                    "tools/call",
+                    {"name": "sleep", "arguments": {"seconds": 1.5}, "_meta": {"progressToken": 1}},
+                )
+            )
             assert (await client.receive())["method"] == "notifications/progress"
             timed_out = await client.receive()
             after = await client.call("after", "echo", text="next")  # the late "slept" is dropped
@@ -205,8 +237,9 @@ async def test_with_a_lazy_start_the_shared_child_starts_on_the_first_connection
 
 async def test_with_a_lazy_start_a_child_that_cannot_start_refuses_that_connection_only(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(("/nonexistent/server",), [f"unix:{sock_dir}/s.sock"],
-                                  child_mode="shared", start="lazy") as daemon:
+        async with running_bridge(
+            ("/nonexistent/server",), [f"unix:{sock_dir}/s.sock"], child_mode="shared", start="lazy"
+        ) as daemon:
             for attempt in range(2):  # each connection tries again, and is told why
                 client = await LineClient.open(daemon.addresses[0])
                 await client.send(call(attempt, "echo", text="x"))
@@ -216,6 +249,7 @@ async def test_with_a_lazy_start_a_child_that_cannot_start_refuses_that_connecti
 
 # -- routing policies, end to end through a real child ---------------------------------------
 
+
 async def test_a_request_from_the_child_goes_to_the_only_client_with_requests_in_flight(sock_dir):
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir) as daemon:
@@ -224,8 +258,9 @@ async def test_a_request_from_the_child_goes_to_the_only_client_with_requests_in
             await asker.send(call("ask", "ask_client", method="roots/list"))
             question = await asker.receive()
             assert question["method"] == "roots/list" and type(question["id"]) is int
-            await asker.send({"jsonrpc": "2.0", "id": question["id"],
-                              "result": {"roots": [{"uri": "file:///work"}]}})
+            await asker.send(
+                {"jsonrpc": "2.0", "id": question["id"], "result": {"roots": [{"uri": "file:///work"}]}}
+            )
             answer = await asker.receive()
             assert answer["id"] == "ask"
             assert result_text(answer) == '{"roots": [{"uri": "file:///work"}]}'
@@ -259,16 +294,19 @@ async def test_notifications_that_belong_to_no_request_go_to_every_legacy_client
             await legacy[0].send(call("n", "notify", method="notifications/tools/list_changed"))
             for client in legacy:
                 note = await client.receive()
-                assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
-                                "params": {}}
+                assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}
             assert result_text(await legacy[0].receive()) == "sent"
             assert result_text(await modern.call(1, "echo", text="modern")) == "modern"
 
 
 async def test_subscription_notifications_reach_only_the_subscriber_with_its_own_id(sock_dir):
-    listen_params = {"notifications": {"resourceSubscriptions": ["example://updated"]},
-                     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                               "io.modelcontextprotocol/clientCapabilities": {}}}
+    listen_params = {
+        "notifications": {"resourceSubscriptions": ["example://updated"]},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir) as daemon:
             a = await LineClient.open(daemon.addresses[0])
@@ -296,15 +334,22 @@ async def test_a_client_that_disconnects_has_its_requests_cancelled_at_the_child
     sock_dir,
 ):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"],
-                                  child_mode="shared") as daemon:
+        async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], child_mode="shared") as daemon:
             leaver = await LineClient.open(daemon.addresses[0])
-            await leaver.send(request(1, "tools/call", {"name": "sleep", "arguments": {"seconds": 0.3},
-                                                        "_meta": {"progressToken": "t"}}))
+            await leaver.send(
+                request(
+                    1,
+                    "tools/call",
+                    {"name": "sleep", "arguments": {"seconds": 0.3}, "_meta": {"progressToken": "t"}},
+                )
+            )
             assert (await leaver.receive())["method"] == "notifications/progress"
             # A reset, not an EOF: an EOF is a half-close, after which replies are still owed.
-            leaver.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,  # type: ignore[attr-defined]
-                                            struct.pack("ii", 1, 0))
+            leaver.stream.socket.setsockopt(
+                socket.SOL_SOCKET,
+                socket.SO_LINGER,  # type: ignore[attr-defined]
+                struct.pack("ii", 1, 0),
+            )
             await leaver.aclose()
             stayer = await LineClient.open(daemon.addresses[0])
             # The child answers in order: the leaver's late "slept" comes first and must not
@@ -318,11 +363,13 @@ async def test_after_a_restart_legacy_clients_carry_on_because_the_bridge_replay
 ):
     crash_once = sock_dir / "crashed"
     with trio.fail_after(TIMEOUT):
-        async with await shared(sock_dir, "--crash-after", "1", "--crash-once-file",
-                                str(crash_once), restart_policy=FAST_RESTARTS) as daemon:
+        async with await shared(
+            sock_dir, "--crash-after", "1", "--crash-once-file", str(crash_once), restart_policy=FAST_RESTARTS
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            await client.send(initialize(0, "2025-06-18"),
-                              {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await client.send(
+                initialize(0, "2025-06-18"), {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            )
             assert "result" in await client.receive()
             await client.send(call(1, "echo", text="crashes the child"))
             assert (await client.receive())["error"]["data"]["reason"] == "child-exited"
@@ -333,13 +380,16 @@ async def test_after_a_restart_legacy_clients_carry_on_because_the_bridge_replay
 
 
 async def test_a_modern_only_child_serves_modern_clients_and_refuses_legacy_ones_clearly(sock_dir):
-    modern_meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": {}}
+    modern_meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir, "--era", "modern") as daemon:
             modern = await LineClient.open(daemon.addresses[0])
-            await modern.send(request(1, "tools/call", {"name": "echo", "arguments": {"text": "m"},
-                                                        "_meta": modern_meta}))
+            await modern.send(
+                request(1, "tools/call", {"name": "echo", "arguments": {"text": "m"}, "_meta": modern_meta})
+            )
             reply = await modern.receive()
             assert result_text(reply) == "m" and reply["result"]["resultType"] == "complete"
             legacy = await LineClient.open(daemon.addresses[0])
@@ -350,16 +400,22 @@ async def test_a_modern_only_child_serves_modern_clients_and_refuses_legacy_ones
 
 
 async def test_in_auto_mode_legacy_clients_get_their_own_child_and_modern_clients_share_one(sock_dir):
-    modern_meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": {}}
+    modern_meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"],
-                                  child_mode="auto") as daemon:
+        async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"], child_mode="auto") as daemon:
             assert daemon.mode == "shared"
             modern = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
             for number, client in enumerate(modern):
-                await client.send(request(1, "tools/call", {
-                    "name": "echo", "arguments": {"text": str(number)}, "_meta": modern_meta}))
+                await client.send(
+                    request(
+                        1,
+                        "tools/call",
+                        {"name": "echo", "arguments": {"text": str(number)}, "_meta": modern_meta},
+                    )
+                )
                 assert result_text(await client.receive()) == str(number)
             legacy = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
             for client in legacy:
@@ -375,8 +431,15 @@ async def test_legacy_clients_are_told_and_disconnected_when_the_restarted_child
 ):
     crash_once = sock_dir / "crashed"
     with trio.fail_after(TIMEOUT):
-        async with await shared(sock_dir, "--crash-after", "1", "--crash-once-file", str(crash_once),
-                                "--modern-after-crash", restart_policy=FAST_RESTARTS) as daemon:
+        async with await shared(
+            sock_dir,
+            "--crash-after",
+            "1",
+            "--crash-once-file",
+            str(crash_once),
+            "--modern-after-crash",
+            restart_policy=FAST_RESTARTS,
+        ) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             await client.send(initialize(0, "2025-06-18"))
             assert "result" in await client.receive()

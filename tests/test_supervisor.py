@@ -48,6 +48,7 @@ EXITS_AT_ONCE = (sys.executable, "-c", "import sys; sys.exit(3)")
 
 # -- RestartTracker, sans-IO --------------------------------------------------------------------
 
+
 def test_the_delays_double_from_the_floor_and_stop_at_the_cap():
     tracker = RestartTracker(RestartPolicy(jitter=0, crash_limit=100), random.Random(0))
     delays = []
@@ -129,6 +130,7 @@ def test_a_policy_whose_cap_is_under_its_floor_is_refused():
 
 # -- Supervisor, exact schedules in virtual time -------------------------------------------------
 
+
 @attrs.define(eq=False)
 class FakeChild:
     pid: int
@@ -178,8 +180,10 @@ async def test_a_crash_looping_child_is_restarted_on_the_exact_backoff_schedule_
         with pytest.raises(CrashLoop) as raised:
             await supervisor.run(exits_at_once)
     assert since_first(spawner.starts) == [0, 0.5, 1.5, 3.5, 7.5, 15.5]
-    assert str(raised.value) == ("fake is crash-looping: 6 unexpected exits within 60s "
-                                 "(at most 5 allowed); last: pid 1005 exited with status 3")
+    assert str(raised.value) == (
+        "fake is crash-looping: 6 unexpected exits within 60s "
+        "(at most 5 allowed); last: pid 1005 exited with status 3"
+    )
     assert supervisor.restarts == 5
     assert supervisor.state is S.FAILED
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -227,6 +231,7 @@ async def test_a_start_that_fails_after_the_first_is_counted_and_retried_with_ba
 
 # -- Supervisor with real children ----------------------------------------------------------------
 
+
 @attrs.define(eq=False)
 class Recorder:
     """A serve callback that waits for each child to exit, remembering them, and an on_state log."""
@@ -251,8 +256,9 @@ async def test_a_crashing_child_is_restarted_with_backoff_until_the_supervisor_r
     caplog,
 ):
     caplog.set_level(logging.INFO, logger="bridge")
-    supervisor = Supervisor(ChildSpec(argv=example_server("--crash-after", "0"), name="example"),
-                            LIMITS, FAST)
+    supervisor = Supervisor(
+        ChildSpec(argv=example_server("--crash-after", "0"), name="example"), LIMITS, FAST
+    )
     pids: list[int] = []
 
     async def serve(child: ChildProcess) -> None:
@@ -264,15 +270,19 @@ async def test_a_crashing_child_is_restarted_with_backoff_until_the_supervisor_r
             async with trio.open_nursery() as nursery:
                 await nursery.start(supervisor.run, serve)
     message = str(raised.value.exceptions[0])
-    assert message.startswith("example is crash-looping: 4 unexpected exits within 10s "
-                              "(at most 3 allowed); last: pid ")
+    assert message.startswith(
+        "example is crash-looping: 4 unexpected exits within 10s (at most 3 allowed); last: pid "
+    )
     assert message.endswith(" exited with status 3")
     assert len(set(pids)) == 4
     assert not any(process_exists(pid) for pid in pids)
     assert supervisor.restarts == 3
     assert supervisor.statistics() == SupervisorStatistics(S.FAILED, 3, 3, None)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
-                and r.name == "bridge.supervisor"]
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == "bridge.supervisor"
+    ]
     assert len(warnings) == 3 and all("exited with status 3; restarting in" in w for w in warnings)
     assert "giving up" in [r for r in caplog.records if r.levelno == logging.ERROR][-1].getMessage()
 
@@ -284,10 +294,14 @@ async def test_the_states_seen_by_on_state_go_from_starting_to_ready_to_restarti
         with pytest.raises(CrashLoop, match=r"4 unexpected exits .* exited with status 3$"):
             await supervisor.run(recorder.serve)
     assert recorder.states == [
-        (S.STARTING, 0), (S.READY, 0),
-        (S.RESTARTING, 1), (S.READY, 1),
-        (S.RESTARTING, 2), (S.READY, 2),
-        (S.RESTARTING, 3), (S.READY, 3),
+        (S.STARTING, 0),
+        (S.READY, 0),
+        (S.RESTARTING, 1),
+        (S.READY, 1),
+        (S.RESTARTING, 2),
+        (S.READY, 2),
+        (S.RESTARTING, 3),
+        (S.READY, 3),
         (S.FAILED, 3),
     ]
     assert [child.returncode for child in recorder.children] == [3, 3, 3, 3]
@@ -297,11 +311,13 @@ async def test_a_command_that_does_not_exist_raises_child_start_error_at_once_wi
     caplog,
 ):
     recorder = Recorder()
-    supervisor = Supervisor(ChildSpec(argv=("/nonexistent/mcp-server",)), LIMITS, FAST,
-                            on_state=recorder.on_state)
+    supervisor = Supervisor(
+        ChildSpec(argv=("/nonexistent/mcp-server",)), LIMITS, FAST, on_state=recorder.on_state
+    )
     with trio.fail_after(TIMEOUT):
-        with pytest.RaisesGroup(pytest.RaisesExc(ChildStartError, match="cannot start "
-                                                 "'/nonexistent/mcp-server': No such file")):
+        with pytest.RaisesGroup(
+            pytest.RaisesExc(ChildStartError, match="cannot start '/nonexistent/mcp-server': No such file")
+        ):
             async with trio.open_nursery() as nursery:
                 await nursery.start(supervisor.run, recorder.serve)
     assert recorder.children == []
@@ -328,14 +344,17 @@ async def test_a_command_that_disappears_after_the_first_start_ends_in_crash_loo
             await supervisor.run(serve)
     assert len(pids) == 1
     assert supervisor.restarts == 3
-    assert str(raised.value) == (f"gone is crash-looping: 4 unexpected exits within 10s (at most 3 "
-                                 f"allowed); last: cannot start '{script}': No such file or directory")
+    assert str(raised.value) == (
+        f"gone is crash-looping: 4 unexpected exits within 10s (at most 3 "
+        f"allowed); last: cannot start '{script}': No such file or directory"
+    )
 
 
 async def test_stop_ends_run_without_a_restart_once_serve_returns():
     recorder = Recorder()
-    supervisor = Supervisor(ChildSpec(argv=example_server("--crash-after", "0")), LIMITS, FAST,
-                            on_state=recorder.on_state)
+    supervisor = Supervisor(
+        ChildSpec(argv=example_server("--crash-after", "0")), LIMITS, FAST, on_state=recorder.on_state
+    )
 
     async def serve(child: ChildProcess) -> None:
         recorder.children.append(child)
@@ -370,8 +389,7 @@ async def test_stop_while_waiting_to_restart_returns_at_once_without_another_sta
 
 async def test_cancelling_run_stops_the_current_child_in_mcp_order():
     recorder = Recorder()
-    supervisor = Supervisor(ChildSpec(argv=example_server()), LIMITS, FAST,
-                            on_state=recorder.on_state)
+    supervisor = Supervisor(ChildSpec(argv=example_server()), LIMITS, FAST, on_state=recorder.on_state)
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run, recorder.serve)

@@ -27,8 +27,9 @@ EXIT_OK = 0
 
 async def test_a_tls_listener_serves_an_mcp_session_through_the_bridge(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["tls:127.0.0.1:0"], listen_options=tls_files.listen_options()
+        ) as daemon:
             [address] = daemon.addresses
             assert address.startswith("tls:127.0.0.1:")
             async with parse_address(address).connect(tls_files.connect_options()) as channel:
@@ -38,10 +39,12 @@ async def test_a_tls_listener_serves_an_mcp_session_through_the_bridge(tls_files
 
 
 async def test_a_client_that_does_not_trust_the_servers_certificate_cannot_connect(
-        tls_files: TlsFiles) -> None:
+    tls_files: TlsFiles,
+) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["tls:127.0.0.1:0"], listen_options=tls_files.listen_options()
+        ) as daemon:
             address = parse_address(daemon.addresses[0])
             with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 async with address.connect(ConnectOptions(tls_ca=tls_files.other_ca)):
@@ -52,8 +55,9 @@ async def test_a_client_that_does_not_trust_the_servers_certificate_cannot_conne
 
 async def test_a_failed_tls_handshake_never_takes_down_the_listener(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["tls:127.0.0.1:0"], listen_options=tls_files.listen_options()
+        ) as daemon:
             host, _, port = daemon.addresses[0].removeprefix("tls:").rpartition(":")
             plain = await trio.open_tcp_stream(host, int(port))
             await plain.send_all(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')  # not TLS
@@ -61,8 +65,7 @@ async def test_a_failed_tls_handshake_never_takes_down_the_listener(tls_files: T
                 pass
             await poll(lambda: daemon.statistics().handshakes_failed == 1)
             await plain.aclose()
-            async with parse_address(daemon.addresses[0]).connect(
-                    tls_files.connect_options()) as channel:
+            async with parse_address(daemon.addresses[0]).connect(tls_files.connect_options()) as channel:
                 await channel.send(call(1, "echo", text="still serving"))
                 assert result_text(await channel.receive()) == "still serving"
 
@@ -70,8 +73,7 @@ async def test_a_failed_tls_handshake_never_takes_down_the_listener(tls_files: T
 async def test_a_silent_client_is_cut_at_the_tls_handshake_deadline(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
         options = tls_files.listen_options(handshake_timeout=0.3)
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=options) as daemon:
+        async with running_bridge(example_server(), ["tls:127.0.0.1:0"], listen_options=options) as daemon:
             host, _, port = daemon.addresses[0].removeprefix("tls:").rpartition(":")
             silent = await trio.open_tcp_stream(host, int(port))
             assert await silent.receive_some(100) == b""  # closed, having said nothing
@@ -80,16 +82,19 @@ async def test_a_silent_client_is_cut_at_the_tls_handshake_deadline(tls_files: T
 
 
 async def test_mtls_serves_only_clients_with_a_certificate_from_the_client_ca(
-        tls_files: TlsFiles, caplog) -> None:
+    tls_files: TlsFiles, caplog
+) -> None:
     caplog.set_level(logging.INFO)
     options = tls_files.listen_options(tls_client_ca=tls_files.ca)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=options) as daemon:
+        async with running_bridge(example_server(), ["tls:127.0.0.1:0"], listen_options=options) as daemon:
             address = parse_address(daemon.addresses[0])
-            refused = [tls_files.connect_options(),  # no certificate
-                       tls_files.connect_options(tls_cert=tls_files.other_client_cert,
-                                                 tls_key=tls_files.other_client_key)]
+            refused = [
+                tls_files.connect_options(),  # no certificate
+                tls_files.connect_options(
+                    tls_cert=tls_files.other_client_cert, tls_key=tls_files.other_client_key
+                ),
+            ]
             for connect_options in refused:
                 # TLS 1.3 finishes the client's side of the handshake before the server checks the
                 # certificate, so the refusal shows on the first read.
@@ -99,8 +104,7 @@ async def test_mtls_serves_only_clients_with_a_certificate_from_the_client_ca(
                         await channel.receive()
             await poll(lambda: daemon.statistics().handshakes_failed == 2)
             assert daemon.statistics().children == 0
-            alice = tls_files.connect_options(tls_cert=tls_files.client_cert,
-                                              tls_key=tls_files.client_key)
+            alice = tls_files.connect_options(tls_cert=tls_files.client_cert, tls_key=tls_files.client_key)
             async with address.connect(alice) as channel:
                 await channel.send(call(1, "echo", text="alice"))
                 assert result_text(await channel.receive()) == "alice"
@@ -112,21 +116,22 @@ async def test_the_client_certificate_subject_is_on_the_channels_peer(tls_files:
     with trio.fail_after(TIMEOUT):
         [listener] = await TlsAddress("127.0.0.1", 0).listen(options)
         async with listener:
-            connect_options = tls_files.connect_options(tls_cert=tls_files.client_cert,
-                                                        tls_key=tls_files.client_key)
+            connect_options = tls_files.connect_options(
+                tls_cert=tls_files.client_cert, tls_key=tls_files.client_key
+            )
             async with channel_pair(listener, connect_options) as (_client, server):
                 assert server.peer.transport == "tls"
                 assert server.peer.certificate is not None
                 assert server.peer.certificate.endswith(",CN=alice")
 
 
-async def test_a_non_loopback_tls_bind_is_allowed_when_clients_need_certificates(
-        tls_files: TlsFiles) -> None:
+async def test_a_non_loopback_tls_bind_is_allowed_when_clients_need_certificates(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
         with pytest.raises(ListenError, match="--tls-client-ca"):
             await TlsAddress("0.0.0.0", 0).listen(tls_files.listen_options())
         listeners = await TlsAddress("0.0.0.0", 0).listen(
-            tls_files.listen_options(tls_client_ca=tls_files.ca))
+            tls_files.listen_options(tls_client_ca=tls_files.ca)
+        )
         for listener in listeners:
             await listener.aclose()
 
@@ -141,16 +146,19 @@ async def test_an_unloadable_certificate_is_named_with_its_flag(tls_files: TlsFi
     bogus.write_text("not a certificate\n")
     with pytest.raises(ListenError, match=f"--tls-cert {bogus}"):
         await TlsAddress("127.0.0.1", 0).listen(
-            ListenOptions(tls_cert=str(bogus), tls_key=tls_files.server_key))
+            ListenOptions(tls_cert=str(bogus), tls_key=tls_files.server_key)
+        )
     with pytest.raises(ListenError, match=r"--tls-client-ca .*missing"):
         await TlsAddress("127.0.0.1", 0).listen(
-            tls_files.listen_options(tls_client_ca=str(tmp_path / "missing")))
+            tls_files.listen_options(tls_client_ca=str(tmp_path / "missing"))
+        )
 
 
 async def test_connect_relays_stdio_over_tls_and_exits_0_after_the_last_reply(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["tls:127.0.0.1:0"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["tls:127.0.0.1:0"], listen_options=tls_files.listen_options()
+        ) as daemon:
             async with connect(daemon.addresses[0], "--tls-ca", tls_files.ca) as client:
                 assert result_text(await client.call_echo(1, "tls")) == "tls"
                 # TLS cannot half-close: connect waits for the reply still due, then closes.

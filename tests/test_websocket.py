@@ -115,8 +115,9 @@ class Frame:
         return json.loads(self.payload)
 
 
-def client_frame(opcode: int, payload: bytes, *, fin: bool = True,
-                 mask: bytes = b"\x37\xfa\x21\x3d") -> bytes:
+def client_frame(
+    opcode: int, payload: bytes, *, fin: bool = True, mask: bytes = b"\x37\xfa\x21\x3d"
+) -> bytes:
     """One client-to-server frame (masked, as RFC 6455 §5.3 requires of clients)."""
     first = bytes([(0x80 if fin else 0) | opcode])
     size = len(payload)
@@ -130,14 +131,18 @@ def client_frame(opcode: int, payload: bytes, *, fin: bool = True,
     return first + length + mask + masked
 
 
-def upgrade_request(path: str = "/mcp", *, host: str | None,
-                    headers: Sequence[tuple[str, str]] = (), key: str | None = None) -> bytes:
+def upgrade_request(
+    path: str = "/mcp", *, host: str | None, headers: Sequence[tuple[str, str]] = (), key: str | None = None
+) -> bytes:
     lines = [f"GET {path} HTTP/1.1"]
     if host is not None:
         lines.append(f"Host: {host}")
-    lines += ["Upgrade: websocket", "Connection: Upgrade",
-              f"Sec-WebSocket-Key: {key or base64.b64encode(os.urandom(16)).decode()}",
-              "Sec-WebSocket-Version: 13"]
+    lines += [
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {key or base64.b64encode(os.urandom(16)).decode()}",
+        "Sec-WebSocket-Version: 13",
+    ]
     lines += [f"{name}: {value}" for name, value in headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -179,13 +184,16 @@ class RawWebSocket:
         head, _, rest = bytes(self._buffer).partition(b"\r\n\r\n")
         self._buffer = bytearray(rest)
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        headers = [(name.strip().lower(), value.strip())
-                   for name, _, value in (line.partition(":") for line in header_lines)]
+        headers = [
+            (name.strip().lower(), value.strip())
+            for name, _, value in (line.partition(":") for line in header_lines)
+        ]
         length = sum(int(value) for name, value in headers if name == "content-length")
         return HttpResponse(int(status_line.split(" ")[1]), headers, await self._take(length))
 
-    async def request(self, path: str = "/mcp", *, host: str | None,
-                      headers: Sequence[tuple[str, str]] = ()) -> HttpResponse:
+    async def request(
+        self, path: str = "/mcp", *, host: str | None, headers: Sequence[tuple[str, str]] = ()
+    ) -> HttpResponse:
         """Send an upgrade request and read the answer (checking Sec-WebSocket-Accept on 101)."""
         key = base64.b64encode(os.urandom(16)).decode()
         await self.send(upgrade_request(path, host=host, headers=headers, key=key))
@@ -195,8 +203,9 @@ class RawWebSocket:
             assert response.header("sec-websocket-accept") == [expected]
         return response
 
-    async def upgrade(self, host: str, path: str = "/mcp",
-                      headers: Sequence[tuple[str, str]] = ()) -> HttpResponse:
+    async def upgrade(
+        self, host: str, path: str = "/mcp", headers: Sequence[tuple[str, str]] = ()
+    ) -> HttpResponse:
         response = await self.request(path, host=host, headers=headers)
         assert response.status == 101, response
         return response
@@ -245,6 +254,7 @@ def port_of(address: str) -> int:
 
 # -- the websockets library, in a thread ----------------------------------------------------------
 
+
 async def in_thread(function: Callable[[], T]) -> T:
     """Run a conversation with the (blocking) websockets client. Every call in it has its own
     timeout, so an abandoned thread still ends."""
@@ -277,12 +287,16 @@ def closed_by_server(connection: websockets.sync.client.ClientConnection) -> Con
     return closed.value
 
 
-INITIALIZE = request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                       "clientInfo": {"name": "ws-test", "version": "1"}})
+INITIALIZE = request(
+    1,
+    "initialize",
+    {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ws-test", "version": "1"}},
+)
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 # -- a bare WebSocket listener, for what concerns the listener alone ------------------------------
+
 
 @attrs.frozen
 class Served:
@@ -316,20 +330,26 @@ async def _echo(channel: MessageChannel) -> None:
         try:
             message = await channel.receive()
         except ProtocolError as exc:
-            await channel.send({"jsonrpc": "2.0", "id": exc.request_id,
-                                "error": {"code": exc.rpc_code, "message": str(exc)}})
+            await channel.send(
+                {"jsonrpc": "2.0", "id": exc.request_id, "error": {"code": exc.rpc_code, "message": str(exc)}}
+            )
             continue
         except (trio.EndOfChannel, trio.BrokenResourceError):
             return
         if "method" in message and "id" in message:
-            await channel.send({"jsonrpc": "2.0", "id": message["id"],
-                                "result": {"method": message["method"],
-                                           "params": message.get("params")}})
+            await channel.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"method": message["method"], "params": message.get("params")},
+                }
+            )
 
 
 @asynccontextmanager
-async def echo_server(options: ListenOptions | None = None,
-                      address: str = "ws://127.0.0.1:0/mcp") -> AsyncIterator[EchoServer]:
+async def echo_server(
+    options: ListenOptions | None = None, address: str = "ws://127.0.0.1:0/mcp"
+) -> AsyncIterator[EchoServer]:
     listeners = await parse_address(address).listen(options or ListenOptions())
     send, receive = trio.open_memory_channel[Served | Refused](100)
 
@@ -354,8 +374,7 @@ async def echo_server(options: ListenOptions | None = None,
 @asynccontextmanager
 async def ws_bridge(*flags: str, **options: Any) -> AsyncIterator[tuple[Daemon, str]]:
     """The bridge in this process serving the example server on ``ws://127.0.0.1:PORT/mcp``."""
-    async with running_bridge(example_server(*flags), ["ws://127.0.0.1:0/mcp"],
-                              **options) as daemon:
+    async with running_bridge(example_server(*flags), ["ws://127.0.0.1:0/mcp"], **options) as daemon:
         yield daemon, daemon.addresses[0]
 
 
@@ -364,6 +383,7 @@ def child_started(caplog: pytest.LogCaptureFixture) -> bool:
 
 
 # -- 1. subprotocol, and an MCP session with an independent client --------------------------------
+
 
 async def test_a_client_offering_the_mcp_subprotocol_is_answered_with_mcp() -> None:
     def conversation() -> tuple[str | None, Any]:
@@ -380,8 +400,7 @@ async def test_a_client_offering_the_mcp_subprotocol_is_answered_with_mcp() -> N
 
 
 @pytest.mark.parametrize("offered", [None, ["graphql-ws"]], ids=["none", "another"])
-async def test_a_client_offering_no_mcp_subprotocol_is_served_without_one(
-        offered: list[str] | None) -> None:
+async def test_a_client_offering_no_mcp_subprotocol_is_served_without_one(offered: list[str] | None) -> None:
     def conversation() -> tuple[str | None, Any]:
         with ws_connect(server.address, subprotocols=offered) as connection:
             return connection.subprotocol, ws_call(connection, request("x", "ping"))
@@ -397,8 +416,9 @@ async def test_a_client_offering_no_mcp_subprotocol_is_served_without_one(
 
 async def test_the_server_side_peer_carries_the_upgrades_address_origin_and_user_agent() -> None:
     def conversation() -> None:
-        with ws_connect(server.address, origin="http://localhost:5173",
-                        user_agent_header="ws-test-agent/1.0") as connection:
+        with ws_connect(
+            server.address, origin="http://localhost:5173", user_agent_header="ws-test-agent/1.0"
+        ) as connection:
             ws_call(connection, request(1, "ping"))
 
     with trio.fail_after(TIMEOUT):
@@ -448,8 +468,7 @@ async def test_string_ids_come_back_over_ws_exactly_as_sent() -> None:
     assert [result_text(reply) for reply in replies] == [repr(i) for i in ids]
 
 
-async def test_an_mcp_session_over_wss_round_trips_with_the_websockets_client(
-        tls_files: TlsFiles) -> None:
+async def test_an_mcp_session_over_wss_round_trips_with_the_websockets_client(tls_files: TlsFiles) -> None:
     context = ssl.create_default_context(cafile=tls_files.ca)
 
     def session() -> tuple[str | None, Any]:
@@ -457,8 +476,9 @@ async def test_an_mcp_session_over_wss_round_trips_with_the_websockets_client(
             return connection.subprotocol, ws_call(connection, call("tls:1", "echo", text="s"))
 
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["wss://127.0.0.1:0/mcp"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["wss://127.0.0.1:0/mcp"], listen_options=tls_files.listen_options()
+        ) as daemon:
             uri = daemon.addresses[0]
             assert uri.startswith("wss://127.0.0.1:")
             subprotocol, reply = await in_thread(session)
@@ -482,8 +502,10 @@ async def test_a_message_split_over_continuation_frames_is_reassembled() -> None
 
 # -- 2. Origin ------------------------------------------------------------------------------------
 
+
 async def test_an_upgrade_with_a_foreign_origin_is_refused_with_403_before_anything_reaches_a_child(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO)
     with trio.fail_after(TIMEOUT):
         async with ws_bridge() as (daemon, uri):
@@ -501,10 +523,11 @@ async def test_an_upgrade_with_a_foreign_origin_is_refused_with_403_before_anyth
     assert not child_started(caplog)
 
 
-@pytest.mark.parametrize("origin", [None, "http://localhost:1234", "http://127.0.0.1",
-                                    "https://[::1]:8443", "http://LocalHost:3000"])
-async def test_no_origin_or_a_loopback_origin_is_allowed_on_a_loopback_bind(
-        origin: str | None) -> None:
+@pytest.mark.parametrize(
+    "origin",
+    [None, "http://localhost:1234", "http://127.0.0.1", "https://[::1]:8443", "http://LocalHost:3000"],
+)
+async def test_no_origin_or_a_loopback_origin_is_allowed_on_a_loopback_bind(origin: str | None) -> None:
     headers = [] if origin is None else [("Origin", origin)]
     with trio.fail_after(TIMEOUT):
         async with echo_server() as server:
@@ -518,15 +541,22 @@ async def test_no_origin_or_a_loopback_origin_is_allowed_on_a_loopback_bind(
     assert isinstance(outcome, Served) and outcome.peer.origin == origin
 
 
-@pytest.mark.parametrize("origin", ["https://evil.example", "http://localhost.evil.example",
-                                    "http://localhost@evil.example", "null", "file://",
-                                    "http://127.0.0.1.nip.io:8080"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "https://evil.example",
+        "http://localhost.evil.example",
+        "http://localhost@evil.example",
+        "null",
+        "file://",
+        "http://127.0.0.1.nip.io:8080",
+    ],
+)
 async def test_a_non_loopback_origin_is_refused_with_403_on_a_loopback_bind(origin: str) -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server() as server:
             client = await RawWebSocket.open(server.port)
-            response = await client.request(host=f"127.0.0.1:{server.port}",
-                                            headers=[("Origin", origin)])
+            response = await client.request(host=f"127.0.0.1:{server.port}", headers=[("Origin", origin)])
             outcome = await server.outcome()
             await client.wait_closed()
     assert response.status == 403
@@ -539,12 +569,16 @@ async def test_an_origin_listed_in_allow_origins_is_admitted_and_others_are_stil
     with trio.fail_after(TIMEOUT):
         async with echo_server(options) as server:
             statuses = []
-            for origin in ["https://app.example", "HTTPS://APP.EXAMPLE", "null",
-                           "https://app.example.evil", "http://app.example",
-                           "http://localhost:8080"]:
+            for origin in [
+                "https://app.example",
+                "HTTPS://APP.EXAMPLE",
+                "null",
+                "https://app.example.evil",
+                "http://app.example",
+                "http://localhost:8080",
+            ]:
                 client = await RawWebSocket.open(server.port)
-                response = await client.request(host=f"127.0.0.1:{server.port}",
-                                                headers=[("Origin", origin)])
+                response = await client.request(host=f"127.0.0.1:{server.port}", headers=[("Origin", origin)])
                 statuses.append(response.status)
                 await client.aclose()
     assert statuses == [101, 101, 101, 403, 403, 101]
@@ -554,9 +588,10 @@ async def test_two_origin_headers_are_refused_with_403_even_if_each_is_allowed()
     with trio.fail_after(TIMEOUT):
         async with echo_server() as server:
             client = await RawWebSocket.open(server.port)
-            response = await client.request(host=f"127.0.0.1:{server.port}",
-                                            headers=[("Origin", "http://localhost"),
-                                                     ("Origin", "http://localhost")])
+            response = await client.request(
+                host=f"127.0.0.1:{server.port}",
+                headers=[("Origin", "http://localhost"), ("Origin", "http://localhost")],
+            )
             outcome = await server.outcome()
             await client.aclose()
     assert response.status == 403
@@ -566,14 +601,16 @@ async def test_two_origin_headers_are_refused_with_403_even_if_each_is_allowed()
 
 # -- 3. Host (DNS rebinding) ----------------------------------------------------------------------
 
+
 async def test_a_foreign_host_is_refused_with_403_so_dns_rebinding_fails() -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server() as server:
             client = await RawWebSocket.open(server.port)
             # What a page on attacker.example sends once its name resolves to 127.0.0.1: its own
             # name as Host (and its own origin, which fails too; the Host is checked first).
-            response = await client.request(host=f"attacker.example:{server.port}",
-                                            headers=[("Origin", "http://attacker.example")])
+            response = await client.request(
+                host=f"attacker.example:{server.port}", headers=[("Origin", "http://attacker.example")]
+            )
             outcome = await server.outcome()
             await client.aclose()
     assert response.status == 403
@@ -581,8 +618,9 @@ async def test_a_foreign_host_is_refused_with_403_so_dns_rebinding_fails() -> No
     assert isinstance(outcome, Refused)
 
 
-@pytest.mark.parametrize("host", ["localhost:{port}", "[::1]:{port}", "127.0.0.1",
-                                  "127.0.0.1:{port}", "LOCALHOST.:{port}"])
+@pytest.mark.parametrize(
+    "host", ["localhost:{port}", "[::1]:{port}", "127.0.0.1", "127.0.0.1:{port}", "LOCALHOST.:{port}"]
+)
 async def test_loopback_host_names_pass_on_a_loopback_bind(host: str) -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server() as server:
@@ -598,8 +636,7 @@ async def test_a_host_listed_in_allow_hosts_is_admitted_besides_the_loopback_nam
     with trio.fail_after(TIMEOUT):
         async with echo_server(options) as server:
             statuses = []
-            for host in ["mcp.internal:{port}", "MCP.Internal", "localhost:{port}",
-                         "other.internal:{port}"]:
+            for host in ["mcp.internal:{port}", "MCP.Internal", "localhost:{port}", "other.internal:{port}"]:
                 client = await RawWebSocket.open(server.port)
                 response = await client.request(host=host.format(port=server.port))
                 statuses.append(response.status)
@@ -607,13 +644,16 @@ async def test_a_host_listed_in_allow_hosts_is_admitted_besides_the_loopback_nam
     assert statuses == [101, 101, 101, 403]
 
 
-@pytest.mark.parametrize(("raw", "status"), [
-    (upgrade_request(host=None), 400),
-    (upgrade_request(host="localhost", headers=[("Host", "attacker.example")]), 400),
-    (b"GET /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", 426),  # Upgrade Required
-], ids=["no-host", "two-hosts", "not-an-upgrade"])
-async def test_a_malformed_upgrade_request_is_answered_4xx_and_never_served(raw: bytes,
-                                                                             status: int) -> None:
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (upgrade_request(host=None), 400),
+        (upgrade_request(host="localhost", headers=[("Host", "attacker.example")]), 400),
+        (b"GET /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", 426),  # Upgrade Required
+    ],
+    ids=["no-host", "two-hosts", "not-an-upgrade"],
+)
+async def test_a_malformed_upgrade_request_is_answered_4xx_and_never_served(raw: bytes, status: int) -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server(ListenOptions(handshake_timeout=0.5)) as server:
             client = await RawWebSocket.open(server.port)
@@ -627,6 +667,7 @@ async def test_a_malformed_upgrade_request_is_answered_4xx_and_never_served(raw:
 
 # -- 4. bearer tokens -----------------------------------------------------------------------------
 
+
 async def test_an_upgrade_without_a_token_is_refused_with_401_and_www_authenticate_bearer() -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server(ListenOptions(tokens=TOKENS)) as server:
@@ -638,20 +679,23 @@ async def test_an_upgrade_without_a_token_is_refused_with_401_and_www_authentica
     assert isinstance(outcome, Refused) and "401" in outcome.message
 
 
-@pytest.mark.parametrize("authorization", [f"Bearer {WRONG_TOKEN}", f"Basic {TOKEN}", TOKEN,
-                                           "Bearer", f"Bearer {TOKEN[:-1]}"])
+@pytest.mark.parametrize(
+    "authorization", [f"Bearer {WRONG_TOKEN}", f"Basic {TOKEN}", TOKEN, "Bearer", f"Bearer {TOKEN[:-1]}"]
+)
 async def test_an_upgrade_with_a_wrong_token_is_refused_with_401(authorization: str) -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server(ListenOptions(tokens=TOKENS)) as server:
-            response = await in_thread(partial(
-                refusal, server.address, additional_headers={"Authorization": authorization}))
+            response = await in_thread(
+                partial(refusal, server.address, additional_headers={"Authorization": authorization})
+            )
     assert response.status_code == 401
 
 
 async def test_an_upgrade_with_the_right_token_is_served_and_labelled_with_it() -> None:
     def conversation() -> Any:
-        with ws_connect(server.address, additional_headers={"Authorization": f"bearer {TOKEN}"}
-                        ) as connection:
+        with ws_connect(
+            server.address, additional_headers={"Authorization": f"bearer {TOKEN}"}
+        ) as connection:
             return ws_call(connection, request(1, "ping"))
 
     with trio.fail_after(TIMEOUT):
@@ -665,21 +709,28 @@ async def test_an_upgrade_with_the_right_token_is_served_and_labelled_with_it() 
 async def test_a_foreign_origin_is_refused_with_403_even_with_the_right_token() -> None:
     with trio.fail_after(TIMEOUT):
         async with echo_server(ListenOptions(tokens=TOKENS)) as server:
-            response = await in_thread(partial(
-                refusal, server.address, origin="https://evil.example",
-                additional_headers={"Authorization": f"Bearer {TOKEN}"}))
+            response = await in_thread(
+                partial(
+                    refusal,
+                    server.address,
+                    origin="https://evil.example",
+                    additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                )
+            )
     assert response.status_code == 403
 
 
 async def test_a_refused_token_never_starts_a_child_and_no_token_reaches_the_logs(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="channels.websocket.wire")  # headers at DEBUG too
 
     def conversations() -> tuple[list[int], Any]:
-        statuses = [refusal(uri).status_code,
-                    refusal(uri, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"}
-                            ).status_code]
+        statuses = [
+            refusal(uri).status_code,
+            refusal(uri, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"}).status_code,
+        ]
         with ws_connect(uri, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as connection:
             return statuses, ws_call(connection, call(1, "echo", text="authenticated"))
 
@@ -688,14 +739,12 @@ async def test_a_refused_token_never_starts_a_child_and_no_token_reaches_the_log
             statuses, reply = await in_thread(conversations)
             await poll(lambda: daemon.statistics().handshakes_failed == 2)
             stats = daemon.statistics()
-            children_started = sum("child pid" in record.getMessage()
-                                   for record in caplog.records)
+            children_started = sum("child pid" in record.getMessage() for record in caplog.records)
     assert statuses == [401, 401]
     assert result_text(reply) == "authenticated"
     assert stats.connections_refused == 0 and stats.connections_total == 3
     assert children_started == 1  # the authenticated connection's, and only that one
-    assert sum("refused: upgrade refused with 401" in record.getMessage()
-               for record in caplog.records) == 2
+    assert sum("refused: upgrade refused with 401" in record.getMessage() for record in caplog.records) == 2
     # Everything the bridge's side logged, at DEBUG (the websockets client logs its own headers).
     server_side = [record for record in caplog.records if not record.name.startswith("websockets")]
     assert {record.name for record in server_side} >= {"bridge.daemon", "channels.websocket.wire"}
@@ -720,6 +769,7 @@ async def test_our_client_presents_its_token_and_reports_a_refusal_as_access_den
 
 
 # -- 5. path --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", ["/", "/mcp/", "/MCP", "/other"])
 async def test_an_upgrade_to_another_path_is_refused_with_404_naming_the_endpoint(path: str) -> None:
@@ -746,6 +796,7 @@ async def test_a_query_string_on_the_endpoint_path_is_served() -> None:
 
 # -- 6. frames a client gets wrong ----------------------------------------------------------------
 
+
 async def _bad_frame(*frames: bytes) -> tuple[list[Frame], Frame, Daemon]:
     async with ws_bridge() as (daemon, uri):
         client = await RawWebSocket.open(port_of(uri))
@@ -771,13 +822,16 @@ async def test_a_binary_frame_is_closed_with_1003() -> None:
 
 
 INVALID_UTF8 = pytest.mark.parametrize(
-    "payload", [b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', b"\xed\xa0\x80", b"\xc3"],
-    ids=["0xff", "surrogate", "cut"])
+    "payload",
+    [b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', b"\xed\xa0\x80", b"\xc3"],
+    ids=["0xff", "surrogate", "cut"],
+)
 
 
 @INVALID_UTF8
 async def test_invalid_utf8_in_a_text_frame_ends_the_connection_at_once_and_reaches_no_child(
-        payload: bytes) -> None:
+    payload: bytes,
+) -> None:
     with trio.fail_after(TIMEOUT):
         async with ws_bridge() as (daemon, uri):
             client = await RawWebSocket.open(port_of(uri))
@@ -808,12 +862,21 @@ def test_invalid_utf8_in_a_text_frame_is_closed_with_1007(payload: bytes) -> Non
     assert trio.run(close_code) == 1007
 
 
-@pytest.mark.parametrize("text", ["not json", "{", '{"jsonrpc":"2.0","id":1,"method":"x"} {}',
-                                  ('{"jsonrpc":"2.0","id":1,"method":"x"}\n'
-                                   '{"jsonrpc":"2.0","id":2,"method":"x"}'), "NaN", ""],
-                         ids=["words", "cut", "two-values", "two-lines", "nan", "empty"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "{",
+        '{"jsonrpc":"2.0","id":1,"method":"x"} {}',
+        ('{"jsonrpc":"2.0","id":1,"method":"x"}\n{"jsonrpc":"2.0","id":2,"method":"x"}'),
+        "NaN",
+        "",
+    ],
+    ids=["words", "cut", "two-values", "two-lines", "nan", "empty"],
+)
 async def test_a_text_frame_that_is_not_one_json_value_gets_32700_and_the_connection_goes_on(
-        text: str) -> None:
+    text: str,
+) -> None:
     def session() -> tuple[Any, Any, Any]:
         with ws_connect(uri) as connection:
             connection.send(text)
@@ -861,6 +924,7 @@ async def test_a_message_over_the_limit_is_closed_with_1009(text: str) -> None:
 
 
 # -- 7. close codes from the daemon ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("child_mode", ["per-connection", "shared"])
 async def test_an_idle_client_is_closed_with_1001_when_the_daemon_stops(child_mode: str) -> None:
@@ -915,14 +979,17 @@ async def test_a_client_over_the_connection_cap_is_answered_by_id_then_closed_wi
 
 
 @pytest.mark.parametrize("child_mode", ["auto", "per-connection"])
-async def test_on_sigterm_a_request_in_flight_is_answered_before_the_close_1001(
-        child_mode: str) -> None:
+async def test_on_sigterm_a_request_in_flight_is_answered_before_the_close_1001(child_mode: str) -> None:
     # --child auto (the default) finds the example server dual-era and shares one child.
-    sleep = request("slow", "tools/call", {"name": "sleep", "arguments": {"seconds": 0.5},
-                                           "_meta": {"progressToken": "started"}})
+    sleep = request(
+        "slow",
+        "tools/call",
+        {"name": "sleep", "arguments": {"seconds": 0.5}, "_meta": {"progressToken": "started"}},
+    )
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--listen", "ws://127.0.0.1:0/mcp", "--child", child_mode,
-                                  "--", *example_server()) as bridge:
+        async with bridge_process(
+            "--listen", "ws://127.0.0.1:0/mcp", "--child", child_mode, "--", *example_server()
+        ) as bridge:
             [uri] = bridge.addresses
             client = await RawWebSocket.open(port_of(uri))
             await client.upgrade(f"localhost:{port_of(uri)}")
@@ -966,11 +1033,11 @@ async def test_on_a_graceful_stop_every_shared_mode_client_gets_its_reply_in_fli
 
 # -- 8. slow handshakes ---------------------------------------------------------------------------
 
+
 async def test_a_half_sent_upgrade_is_cut_at_the_handshake_deadline_while_others_are_served() -> None:
     deadline = 0.5
     with trio.fail_after(TIMEOUT):
-        async with ws_bridge(listen_options=ListenOptions(handshake_timeout=deadline)) as (
-                daemon, uri):
+        async with ws_bridge(listen_options=ListenOptions(handshake_timeout=deadline)) as (daemon, uri):
             started = trio.current_time()  # before the slow client's deadline can start
             slow = await RawWebSocket.open(port_of(uri))
             await slow.send(upgrade_request(host=f"127.0.0.1:{port_of(uri)}")[:40])
@@ -991,14 +1058,17 @@ async def test_a_half_sent_upgrade_is_cut_at_the_handshake_deadline_while_others
 def memory_incoming(stream: trio.abc.Stream, options: ListenOptions) -> WebSocketIncoming:
     """A WebSocket connection as the listener on 127.0.0.1:7301/mcp would hand it over, but over
     a memory stream (for virtual time)."""
-    guard = RequestGuard.create(loopback=True, bind_host="127.0.0.1", allow_hosts=frozenset(),
-                                allow_origins=frozenset(), tokens=None)
-    return WebSocketIncoming(stream, PeerInfo("memory"), _Endpoint(False, "127.0.0.1", 7301, "/mcp"),
-                             guard, options)
+    guard = RequestGuard.create(
+        loopback=True, bind_host="127.0.0.1", allow_hosts=frozenset(), allow_origins=frozenset(), tokens=None
+    )
+    return WebSocketIncoming(
+        stream, PeerInfo("memory"), _Endpoint(False, "127.0.0.1", 7301, "/mcp"), guard, options
+    )
 
 
 async def test_an_upgrade_trickled_byte_by_byte_is_cut_at_the_default_ten_second_deadline(
-        autojump_clock: trio.testing.MockClock) -> None:
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     client_stream, server_stream = trio.testing.memory_stream_pair()
     incoming = memory_incoming(server_stream, ListenOptions())
     request_bytes = upgrade_request(host="127.0.0.1:7301")
@@ -1026,8 +1096,10 @@ async def test_an_upgrade_trickled_byte_by_byte_is_cut_at_the_default_ten_second
 
 # -- 9. keepalive ---------------------------------------------------------------------------------
 
+
 async def test_a_peer_that_never_answers_pings_is_closed_with_1011_after_interval_plus_timeout(
-        autojump_clock: trio.testing.MockClock) -> None:
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     client_stream, server_stream = trio.testing.memory_stream_pair()
     incoming = memory_incoming(server_stream, ListenOptions())  # ping every 20 s, 20 s for a pong
     peer = RawWebSocket(client_stream)
@@ -1053,8 +1125,7 @@ async def test_a_peer_that_never_answers_pings_is_closed_with_1011_after_interva
     assert close.opcode == CLOSE and close.code == 1011 and closed == pytest.approx(40)
 
 
-async def test_a_peer_that_answers_pings_stays_connected(
-        autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_peer_that_answers_pings_stays_connected(autojump_clock: trio.testing.MockClock) -> None:
     client_stream, server_stream = trio.testing.memory_stream_pair()
     incoming = memory_incoming(server_stream, ListenOptions(ping_interval=5, ping_timeout=1))
     with trio.fail_after(300):
@@ -1070,7 +1141,8 @@ async def test_a_peer_that_answers_pings_stays_connected(
 
             nursery.start_soon(serve)
             client = await trio_websocket.wrap_client_stream(  # any Stream works
-                nursery, client_stream, "127.0.0.1:7301", "/mcp")  # type: ignore[arg-type]
+                nursery, client_stream, "127.0.0.1:7301", "/mcp"
+            )  # type: ignore[arg-type]
             await trio.sleep(100)  # virtual: twenty pings, each answered by trio-websocket
             await client.send_message(json.dumps(request(1, "ping")))
             reply = json.loads(await client.get_message())
@@ -1078,16 +1150,20 @@ async def test_a_peer_that_answers_pings_stays_connected(
     assert reply == {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
-async def test_a_silent_peer_is_closed_by_keepalive_and_its_request_in_flight_does_not_hold_the_bridge(
-) -> None:
+async def test_a_silent_peer_is_closed_by_keepalive_and_its_request_in_flight_does_not_hold_the_bridge() -> (
+    None
+):
     interval, timeout = 0.2, 0.2
-    sleep = request("long", "tools/call", {"name": "sleep", "arguments": {"seconds": 60},
-                                           "_meta": {"progressToken": "started"}})
+    sleep = request(
+        "long",
+        "tools/call",
+        {"name": "sleep", "arguments": {"seconds": 60}, "_meta": {"progressToken": "started"}},
+    )
     with trio.fail_after(TIMEOUT):
-        async with ws_bridge(listen_options=ListenOptions(ping_interval=interval,
-                                                          ping_timeout=timeout),
-                             limits=Limits(stop_stdin_timeout=0.2, stop_term_timeout=1)) as (
-                daemon, uri):
+        async with ws_bridge(
+            listen_options=ListenOptions(ping_interval=interval, ping_timeout=timeout),
+            limits=Limits(stop_stdin_timeout=0.2, stop_term_timeout=1),
+        ) as (daemon, uri):
             started = trio.current_time()  # before the server's keepalive can start
             client = await RawWebSocket.open(port_of(uri))
             await client.upgrade(f"127.0.0.1:{port_of(uri)}")
@@ -1097,8 +1173,7 @@ async def test_a_silent_peer_is_closed_by_keepalive_and_its_request_in_flight_do
             await client.wait_closed()
             await poll(lambda: daemon.statistics().connections == 0)
             stats = daemon.statistics()
-    assert [frame.json()["method"] for frame in frames if frame.opcode == TEXT] == [
-        "notifications/progress"]
+    assert [frame.json()["method"] for frame in frames if frame.opcode == TEXT] == ["notifications/progress"]
     assert PING in {frame.opcode for frame in frames}
     assert close.code == 1011
     assert closed >= interval + timeout
@@ -1106,6 +1181,7 @@ async def test_a_silent_peer_is_closed_by_keepalive_and_its_request_in_flight_do
 
 
 # -- the listener survives what the network does --------------------------------------------------
+
 
 async def test_a_connection_reset_before_it_is_accepted_does_not_stop_the_daemon() -> None:
     def session() -> Any:
@@ -1127,11 +1203,19 @@ async def test_a_connection_reset_before_it_is_accepted_does_not_stop_the_daemon
 
 # -- 10. mcp-bridge connect ws:// -----------------------------------------------------------------
 
-async def run_connect(address: str, stdin: bytes, *options: str,
-                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return await trio.run_process(bridge_argv("connect", address, *options), stdin=stdin,
-                                  capture_stdout=True, capture_stderr=True, check=False,
-                                  cwd=REPO, env={**os.environ, **(env or {})})
+
+async def run_connect(
+    address: str, stdin: bytes, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        bridge_argv("connect", address, *options),
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def lines(*messages: dict[str, Any]) -> bytes:
@@ -1155,8 +1239,9 @@ async def test_connect_presents_the_token_from_token_env() -> None:
     stdin = lines(INITIALIZE, call(2, "echo", text="with a token"))
     with trio.fail_after(TIMEOUT):
         async with ws_bridge(listen_options=ListenOptions(tokens=TOKENS)) as (_, uri):
-            result = await run_connect(uri, stdin, "--token-env", "WS_TEST_TOKEN",
-                                       env={"WS_TEST_TOKEN": TOKEN})
+            result = await run_connect(
+                uri, stdin, "--token-env", "WS_TEST_TOKEN", env={"WS_TEST_TOKEN": TOKEN}
+            )
     assert result.returncode == 0, result.stderr.decode()
     replies = [json.loads(line) for line in result.stdout.splitlines()]
     assert [reply["id"] for reply in replies] == [1, 2]
@@ -1166,8 +1251,9 @@ async def test_connect_presents_the_token_from_token_env() -> None:
 async def test_connect_with_a_wrong_token_exits_77_without_showing_it() -> None:
     with trio.fail_after(TIMEOUT):
         async with ws_bridge(listen_options=ListenOptions(tokens=TOKENS)) as (daemon, uri):
-            result = await run_connect(uri, lines(INITIALIZE), "--token-env", "WS_TEST_TOKEN",
-                                       env={"WS_TEST_TOKEN": WRONG_TOKEN})
+            result = await run_connect(
+                uri, lines(INITIALIZE), "--token-env", "WS_TEST_TOKEN", env={"WS_TEST_TOKEN": WRONG_TOKEN}
+            )
             stats = daemon.statistics()
     stderr = result.stderr.decode()
     assert result.returncode == 77, stderr
@@ -1178,26 +1264,34 @@ async def test_connect_with_a_wrong_token_exits_77_without_showing_it() -> None:
 
 
 async def test_a_bridge_process_serves_ws_with_token_env_and_allow_origin_from_the_command_line(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("WS_TEST_TOKEN", TOKEN)
     authorization = {"Authorization": f"Bearer {TOKEN}"}
 
     def sessions() -> tuple[Any, int, int]:
-        with ws_connect(uri, origin="https://app.example", additional_headers=authorization
-                        ) as connection:
+        with ws_connect(uri, origin="https://app.example", additional_headers=authorization) as connection:
             reply = ws_call(connection, call(1, "echo", text="from the app"))
         foreign = refusal(uri, origin="https://evil.example", additional_headers=authorization)
         return reply, foreign.status_code, refusal(uri, origin="https://app.example").status_code
 
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--listen", "ws://127.0.0.1:0/mcp", "--token-env",
-                                  "WS_TEST_TOKEN", "--allow-origin", "https://app.example",
-                                  "--", *example_server()) as bridge:
+        async with bridge_process(
+            "--listen",
+            "ws://127.0.0.1:0/mcp",
+            "--token-env",
+            "WS_TEST_TOKEN",
+            "--allow-origin",
+            "https://app.example",
+            "--",
+            *example_server(),
+        ) as bridge:
             [uri] = bridge.addresses
             assert uri.startswith("ws://127.0.0.1:") and uri.endswith("/mcp")
             reply, foreign, tokenless = await in_thread(sessions)
-            result = await run_connect(uri, lines(call("c", "echo", text="connect")),
-                                       "--token-env", "WS_TEST_TOKEN")
+            result = await run_connect(
+                uri, lines(call("c", "echo", text="connect")), "--token-env", "WS_TEST_TOKEN"
+            )
     assert result_text(reply) == "from the app"
     assert (foreign, tokenless) == (403, 401)
     assert result.returncode == 0, result.stderr.decode()

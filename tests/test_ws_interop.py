@@ -17,9 +17,19 @@ TIMEOUT = 20
 async def _session(url: str, ssl_context: ssl.SSLContext | None = None) -> list[dict]:
     async with open_websocket_url(url, ssl_context=ssl_context, subprotocols=["mcp"]) as ws:
         assert ws.subprotocol == "mcp"
-        await ws.send_message(json.dumps(request("init:1", "initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "interop", "version": "1"}})))
+        await ws.send_message(
+            json.dumps(
+                request(
+                    "init:1",
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "interop", "version": "1"},
+                    },
+                )
+            )
+        )
         replies = [json.loads(await ws.get_message())]
         await ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         await ws.send_message(json.dumps(call("abc:1", "echo", text="x" * 100_000)))
@@ -39,7 +49,8 @@ async def test_an_independent_websocket_client_runs_an_mcp_session_with_ids_inta
 async def test_an_independent_websocket_client_runs_an_mcp_session_over_tls(tls_files: TlsFiles) -> None:
     context = ssl.create_default_context(cafile=tls_files.ca)
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(example_server(), ["wss://127.0.0.1:0/mcp"],
-                                  listen_options=tls_files.listen_options()) as daemon:
+        async with running_bridge(
+            example_server(), ["wss://127.0.0.1:0/mcp"], listen_options=tls_files.listen_options()
+        ) as daemon:
             replies = await _session(daemon.addresses[0], context)
     assert [reply["id"] for reply in replies] == ["init:1", "abc:1", 42]
