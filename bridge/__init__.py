@@ -1,7 +1,7 @@
-"""mcp-bridge: serve a stdio MCP server over Unix sockets, TCP, TLS and WebSocket, and reach it from
-stdio clients.
+"""mcp-bridge: serve a stdio MCP server over Unix sockets, TCP, TLS and WebSocket.
 
-The MCP-aware layer: child processes, relaying, the daemon, the command line. Transports live in the
+Clients that speak only stdio reach it through ``mcp-bridge connect``. This package is the MCP-aware
+layer: child processes, relaying, the daemon, the command line. Transports live in the
 ``channels`` package, which this one imports and which never imports this one.
 """
 

@@ -15,27 +15,41 @@ FORCED_STOP_BUDGET = 5.0
 
 
 def stop_budget(config: ServeConfig) -> float:
-    """Seconds a graceful stop of ``config`` may take: the drain, the connections' last flush,
-    and one child's stop in MCP order (children stop in parallel)."""
+    """Seconds a graceful stop of ``config`` may take.
+
+    That is the drain, the connections' last flush, and one child's stop in MCP order (children
+    stop in parallel), plus a second of slack. A pure function of ``config.limits``.
+    """
     limits = config.limits
     return limits.drain_timeout + STOP_GRACE + limits.stop_stdin_timeout + limits.stop_term_timeout + 1.0
 
 
 @asynccontextmanager
 async def open_bridge(config: ServeConfig) -> AsyncIterator[Daemon]:
-    """Serve ``config`` while the block runs; yield the running :class:`Daemon` once every
-    listener is bound (``daemon.addresses`` has the real ports, ``daemon.statistics()`` the
-    counters).
+    """Serve ``config`` while the block runs; yield the running :class:`Daemon`.
+
+    The daemon is yielded once every listener is bound (``daemon.addresses`` has the real ports,
+    ``daemon.statistics()`` the counters). Use as ``async with open_bridge(config) as daemon:``.
+    The block owns nothing it must close: the listeners, the connections and the children are the
+    bridge's, and all of them are closed or stopped when the block ends.
 
     However the block ends (normally, by an exception, or because an enclosing scope was
     cancelled), the bridge stops gracefully: it stops accepting, lets requests in flight finish
     within ``config.limits.drain_timeout``, then stops every child in MCP order. That stop is
     shielded from the cancellation and bounded by :func:`stop_budget`; past it, the stop is
-    forced (``Daemon.stop_now``). Every child is reaped before this returns.
+    forced (``Daemon.stop_now``), and given 5 s more. Every child is reaped before this returns.
+    Calling ``daemon.stop()`` inside the block starts the graceful stop early; the block then
+    goes on running.
+
+    The exceptions below arrive inside an ``ExceptionGroup`` (trio's nurseries wrap them), and so
+    does an exception raised in the block: catch them with ``except*``, which also matches a bare
+    exception.
 
     Raises:
         channels.ListenError: a listener could not be opened (nothing is left running).
         ChildStartError: in eager shared or auto mode, the child could not be started.
+        CrashLoop: the shared child crash-looped while the block ran; the block is
+            cancelled first.
     """
     daemon = Daemon(config)
     # The daemon runs shielded: a cancellation of the caller's scope must become a graceful stop,

@@ -76,6 +76,9 @@ class ChildSpec:
         env: variables set for the child.
         pass_env: further variable names inherited from the bridge's environment.
         cwd: the child's working directory (``None``: the bridge's).
+
+    Raises:
+        ValueError: ``argv`` is empty.
     """
 
     argv: tuple[str, ...] = attrs.field(converter=_strings)
@@ -89,7 +92,12 @@ class ChildSpec:
             raise ValueError("ChildSpec.argv: expected the command and its arguments, got none")
 
     def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
-        """The child's complete environment, built from ``inherited`` (normally ``os.environ``)."""
+        """The child's complete environment, built from ``inherited`` (normally ``os.environ``).
+
+        That is the variables of :data:`INHERITED_ENV` and :attr:`pass_env` found in ``inherited``,
+        then :attr:`env` over them; names starting with ``LISTEN_``, ``NOTIFY_SOCKET`` or
+        ``WATCHDOG_`` are removed, even from :attr:`env`.
+        """
         names = (*INHERITED_ENV, *self.pass_env)
         environment = {name: inherited[name] for name in names if name in inherited}
         environment.update(self.env)
@@ -99,7 +107,12 @@ class ChildSpec:
 
 
 def describe_exit(returncode: int) -> str:
-    """``"exited with status 3"`` or ``"was killed by SIGKILL"``."""
+    """``"exited with status 3"`` or ``"was killed by SIGKILL"``, for logs.
+
+    Args:
+        returncode: a ``returncode`` as ``subprocess`` reports it (negative: killed by that
+            signal).
+    """
     if returncode < 0:
         try:
             return f"was killed by {signal.Signals(-returncode).name}"
@@ -113,8 +126,12 @@ class ChildProcess:
     """A running child. Made by :func:`open_child`, which owns it and stops it on exit.
 
     Attributes:
+        process: the ``trio.Process`` (its own session and process group).
         channel: the child's stdin/stdout as a message channel. Its receiving side is read by
-            exactly one task at a time (the relay's); :meth:`stop` reads it only after that.
+            exactly one task at a time (the relay's); :meth:`stop` reads it only after that. It
+            belongs to the child: :meth:`stop` closes it.
+        spec: what was launched.
+        limits: the limits it runs under (its stop timeouts, its message size).
     """
 
     process: trio.Process
@@ -130,6 +147,7 @@ class ChildProcess:
 
     @property
     def pid(self) -> int:
+        """The process id (also the process group's id)."""
         return self.process.pid
 
     @property
@@ -138,13 +156,18 @@ class ChildProcess:
         return self.process.returncode
 
     async def wait(self) -> int:
-        """Wait for the process to exit; return its status (negative: killed by that signal)."""
+        """Wait for the process to exit; return its status (negative: killed by that signal).
+
+        Cancelling the wait does not affect the process.
+        """
         return await self.process.wait()
 
     def note_garbage(self, error: ProtocolError) -> None:
-        """Count (and log, rate-limited) a stdout line that was dropped: the spec forbids a server
-        to write anything but MCP messages there, but killing it for that would turn a stray print
-        into an outage (reliability-anchors scenario 1)."""
+        """Count (and log, rate-limited) a stdout line that was dropped.
+
+        The spec forbids a server to write anything but MCP messages there, but killing it for that
+        would turn a stray print into an outage (reliability-anchors scenario 1).
+        """
         self.garbage_lines += 1
         allowed, suppressed = self._garbage_log.admit(trio.current_time())
         if allowed:
@@ -158,9 +181,12 @@ class ChildProcess:
             )
 
     def hurry(self) -> None:
-        """Make :meth:`stop` skip its grace periods and SIGKILL the group at once (the
-        second-signal path); a stop already waiting stops waiting. The child keeps running until
-        its owner stops it, so its connection can still answer what is in flight."""
+        """Make :meth:`stop` skip its grace periods and SIGKILL the group at once.
+
+        This is the second-signal path; a stop already waiting stops waiting. The child keeps
+        running until its owner stops it, so its connection can still answer what is in flight.
+        Does not block.
+        """
         self._hurry.set()
 
     async def _wait_exit(self, timeout: float) -> None:
@@ -183,9 +209,11 @@ class ChildProcess:
             pass  # the group is gone (PermissionError: a pid reused by someone else's process)
 
     async def stop(self) -> None:
-        """Stop the child in MCP order (module docstring) and reap it. Idempotent.
+        """Stop the child in MCP order (module docstring), reap it, and close :attr:`channel`.
 
-        Cancel-safe: the sequence is shielded and bounded by the two stop timeouts, so a cancelled
+        Idempotent: a second call waits for the first to finish (that wait can be cancelled; the
+        stop goes on). Shielded and bounded: the sequence completes even if the enclosing scope is
+        cancelled, within the two stop timeouts plus the reaping after SIGKILL, so a cancelled
         caller still leaves no orphan behind.
         """
         if self._stopping:
@@ -249,8 +277,16 @@ class ChildProcess:
 async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProcess]:
     """Launch the child; on exit from the block, stop it in MCP order and reap it.
 
-    The child's stderr is logged line by line (see :mod:`bridge._stderr`) for as long as the block
-    runs. The caller must not keep the :class:`ChildProcess` beyond the block.
+    Use as ``async with open_child(spec, limits) as child:``. ``open_child`` owns the child: the
+    block borrows it and must not keep the :class:`ChildProcess` beyond the block. However the block
+    ends, cancellation included, the child is stopped with :meth:`ChildProcess.stop` (shielded and
+    bounded) before this returns. An exception from the block comes out unchanged, not wrapped in
+    an ``ExceptionGroup``. The child's stderr is logged line by line (see :mod:`bridge._stderr`)
+    for as long as the block runs.
+
+    Args:
+        spec: what to launch.
+        limits: the child's message size limit and stop timeouts.
 
     Raises:
         ChildStartError: the command could not be started (the message names it and why).

@@ -483,8 +483,9 @@ def _load_tokens(options: argparse.Namespace) -> TokenSet | None:
 
 
 def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> None:
-    """Refuse security options that no listener would use: an operator who passes them believes
-    they protect something.
+    """Refuse security options that no listener would use.
+
+    An operator who passes them believes they protect something.
 
     Raises:
         ConfigError: naming the option and the listeners it needs.
@@ -622,8 +623,10 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
 
 
 async def serve(config: ServeConfig) -> int:
-    """Run the daemon with signal handling: the first SIGTERM/SIGINT stops gracefully, the second
-    stops at once."""
+    """Run the daemon with signal handling; return the exit code.
+
+    The first SIGTERM/SIGINT stops gracefully, the second stops at once.
+    """
     daemon = Daemon(config)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

@@ -68,7 +68,7 @@ class _Connection:
             await self.local.send_many(messages)
 
     async def upstream(self) -> None:
-        """stdin → remote; on stdin EOF, half-close the connection."""
+        """Stdin → remote; on stdin EOF, half-close the connection."""
         while True:
             try:
                 items = await receive_batch(self.local, BATCH)
@@ -97,8 +97,11 @@ class _Connection:
                     return
 
     async def _finish(self) -> None:
-        """The local client is done: half-close, or, where the channel cannot, wait for the
-        replies it still awaits and then close."""
+        """The local client is done: half-close the connection.
+
+        Where the channel cannot half-close, wait for the replies the client still awaits, then
+        close.
+        """
         try:
             await self.remote.send_eof()
             return
@@ -122,7 +125,7 @@ class _Connection:
                 self._all_answered.set()
 
     async def downstream(self) -> None:
-        """remote → stdout, until the remote end closes."""
+        """Remote → stdout, until the remote end closes."""
         while True:
             try:
                 items = await receive_batch(self.remote, BATCH)

@@ -69,7 +69,7 @@ def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
 
 @attrs.frozen
 class ServeConfig:
-    """Everything one bridge serves.
+    """Everything one bridge serves. A frozen value: building it starts nothing.
 
     Attributes:
         listen: where to accept clients: parsed addresses, or texts such as
@@ -87,6 +87,11 @@ class ServeConfig:
         restart_policy: how the shared child is restarted (backoff, crash-loop limit).
         start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
             before the listeners accept; ``"lazy"``: on the first connection.
+
+    ``child_mode`` and ``start`` are not validated: pass one of the values listed.
+
+    Raises:
+        channels.AddressError: an address text in ``listen`` is malformed.
     """
 
     listen: tuple[Address, ...] = attrs.field(converter=_addresses)
@@ -133,7 +138,13 @@ class DaemonStatistics:
 
 @attrs.define(eq=False)
 class Daemon:
-    """Serves one MCP server on every configured address, one child per connection.
+    """Serves one MCP server on every configured address.
+
+    Each connection gets a child of its own, or shares one child, as ``config.child_mode`` says.
+    Making a ``Daemon`` starts nothing; :meth:`run` serves (or use :func:`~bridge.open_bridge`).
+    The daemon owns everything it starts: it opens its listeners in :meth:`run` and closes them
+    before :meth:`run` returns, and stops and reaps every child. Its methods are for trio tasks in
+    the same run (not for other threads).
 
     Args:
         config: what to serve.
@@ -152,7 +163,11 @@ class Daemon:
     _started: bool = attrs.field(init=False, default=False)
     _start_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     mode: str = attrs.field(init=False, default="per-connection")
-    """The child mode in use (``auto`` resolved), once :meth:`run` has started."""
+    """The child mode in use, once :meth:`run` has started.
+
+    ``auto`` is resolved when the server is probed: before the listeners accept with
+    ``start="eager"``, at the first connection with ``"lazy"``.
+    """
     _relays: set[Relay] = attrs.field(init=False, factory=set)
     _children: set[ChildProcess] = attrs.field(init=False, factory=set)
     _connections: int = attrs.field(init=False, default=0)
@@ -164,6 +179,7 @@ class Daemon:
     _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
 
     def statistics(self) -> DaemonStatistics:
+        """A snapshot of the counters; cheap, callable at any time (also after :meth:`run`)."""
         return DaemonStatistics(
             connections=self._connections,
             connections_total=self._connections_total,
@@ -183,7 +199,12 @@ class Daemon:
         )
 
     def stop(self) -> None:
-        """Begin a graceful stop (idempotent, callable from any task)."""
+        """Begin a graceful stop; does not wait for it (see :meth:`wait_stopped`).
+
+        Idempotent, callable from any task. The listeners stop accepting, requests in flight get
+        ``limits.drain_timeout`` to finish (new ones are refused with ``-32000``), then every child
+        is stopped in MCP order and :meth:`run` returns.
+        """
         if not self._stopping.is_set():
             logger.info(
                 "stopping: %d connections, %d requests in flight",
@@ -193,9 +214,12 @@ class Daemon:
             self._stopping.set()
 
     def stop_now(self) -> None:
-        """Stop at once (the second signal): every connection answers its requests in flight with
-        ``-32000`` and closes within ``STOP_NOW_GRACE``; children get SIGKILL instead of the MCP
-        order's grace periods, and are still reaped."""
+        """Stop at once (the second signal); does not wait for it.
+
+        Every connection answers its requests in flight with ``-32000`` and closes within
+        ``STOP_NOW_GRACE`` (0.5 s); children get SIGKILL instead of the MCP order's grace periods,
+        and are still reaped. Implies :meth:`stop`; idempotent.
+        """
         self.stop()
         if self._stop_now.is_set():
             return
@@ -218,10 +242,16 @@ class Daemon:
         """Serve until :meth:`stop` has been called and every connection has ended.
 
         Reports the bound addresses through ``task_status`` once every listener is open (the
-        readiness point: ``await nursery.start(daemon.run)``).
+        readiness point: ``await nursery.start(daemon.run)``). Call it once. Before it returns,
+        the listeners are closed and every child is stopped and reaped. If it is cancelled, the
+        graceful drain is skipped (requests in flight go unanswered), but every child is still
+        stopped in MCP order and reaped, since that step is shielded.
 
         Raises:
             channels.ListenError: a listener could not be opened (nothing is left open).
+            ChildStartError: in eager shared or auto mode, the child could not be started (inside
+                an ``ExceptionGroup``).
+            CrashLoop: the shared child crash-looped (inside an ``ExceptionGroup``).
         """
         try:
             await self._run(task_status)
@@ -230,11 +260,14 @@ class Daemon:
 
     @property
     def stopped(self) -> bool:
-        """Whether :meth:`run` has finished."""
+        """Whether :meth:`run` has finished (normally or not)."""
         return self._finished.is_set()
 
     async def wait_stopped(self) -> None:
-        """Return once :meth:`run` has finished (every child stopped and reaped)."""
+        """Return once :meth:`run` has finished (every child stopped and reaped).
+
+        Cancelling the wait does not affect the daemon.
+        """
         await self._finished.wait()
 
     async def _run(self, task_status: trio.TaskStatus[list[str]]) -> None:
@@ -323,8 +356,11 @@ class Daemon:
         return listeners
 
     async def _handle(self, incoming: Incoming) -> None:
-        """Serve one connection: its handshake (bounded, counted against the cap while it
-        runs), then the child. ``serve_listeners`` closes ``incoming`` after this returns."""
+        """Serve one connection: its handshake, then the child.
+
+        The handshake is bounded and counted against the cap while it runs. ``serve_listeners``
+        closes ``incoming`` after this returns.
+        """
         self._connections_total += 1
         limits = self.config.limits
         counted = self._connections < limits.max_connections and not self._stopping.is_set()
@@ -403,8 +439,10 @@ class Daemon:
             return "internal-error"
 
     async def _peek_first_messages(self, client: MessageChannel) -> tuple[MessageChannel, bool] | None:
-        """Auto mode with a modern server: read the connection's first messages to tell a legacy
-        client (it opens with ``initialize``) from a modern one. A dual-era server may fix its era
+        """Auto mode with a modern server: tell a legacy client from a modern one.
+
+        The connection's first messages are read: a legacy client opens with ``initialize``. A
+        dual-era server may fix its era
         per process on the first request it sees (the official SDK's does), so a shared child can
         only serve one era: legacy clients get a child of their own, modern ones share.
 
@@ -424,7 +462,9 @@ class Daemon:
     @asynccontextmanager
     async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
         """A child for one connection: a prespawned one if the pool has it ready, else a new one.
-        Either way it is stopped in MCP order when the block ends."""
+
+        Either way it is stopped in MCP order when the block ends.
+        """
         lease = self._pool.take() if self._pool is not None else None
         if lease is None:
             async with open_child(self.config.child, self.config.limits) as child:

@@ -39,10 +39,16 @@ __all__ = [
 ]
 
 CONNECTION_CLOSED = -32000  # python-sdk CONNECTION_CLOSED: child gone, connection ending, stopping
+"""A request that will get no reply from the child: it exited, the connection is ending, or the
+bridge is stopping (``data.reason`` says which)."""
 REQUEST_TIMEOUT = -32001  # python-sdk REQUEST_TIMEOUT
+"""A request that ran longer than ``Limits.request_timeout``."""
 REPLY_TOO_LARGE = -31001  # the child's reply exceeded the child message limit and was dropped
+"""The child's reply exceeded ``Limits.max_child_message`` and was dropped."""
 TOO_MANY_REQUESTS = -31002  # the connection already has the maximum number of requests in flight
+"""The connection already had ``Limits.max_in_flight`` requests in flight."""
 TOO_MANY_CONNECTIONS = -31003  # sent with id null just before closing a connection over the cap
+"""The bridge already served ``Limits.max_connections`` connections; the connection is closed."""
 # UNAUTHORIZED = -31004 (channels._auth): a newline channel's first message carried no valid token
 
 # How a connection's ending (its data.reason tag) is told to a peer that understands close codes
@@ -68,7 +74,15 @@ def close_reason(ending: str) -> CloseReason:
 def error_response(
     request_id: RequestId | None, code: int, message: str, reason: str, **data: Any
 ) -> JSONObject:
-    """A JSON-RPC error response with ``data.reason`` (and any further ``data`` fields)."""
+    """A JSON-RPC error response with ``data.reason`` (and any further ``data`` fields).
+
+    Args:
+        request_id: the request answered, or ``None`` for an error that names none.
+        code: ``error.code``.
+        message: ``error.message``, a short sentence.
+        reason: ``error.data.reason``, a stable machine-readable tag.
+        **data: further ``error.data`` fields (JSON data).
+    """
     return {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -80,8 +94,11 @@ _PROTOCOL_ERROR_MESSAGES = {PARSE_ERROR: "Parse error", INVALID_REQUEST: "Invali
 
 
 def bad_input_reply(error: ProtocolError) -> JSONObject:
-    """The answer to one bad message from a client: ``-32700`` or ``-32600``, naming the request
-    when its id could be read, with ``data.detail`` (and ``data.limit`` for an over-long one)."""
+    """The answer to one bad message from a client: ``-32700`` or ``-32600``.
+
+    It names the request when its id could be read, and carries ``data.detail`` (and
+    ``data.limit`` for an over-long message).
+    """
     if isinstance(error, MessageTooLarge):
         return error_response(
             error.request_id,
@@ -96,15 +113,24 @@ def bad_input_reply(error: ProtocolError) -> JSONObject:
 
 
 class BridgeError(Exception):
-    """Base of the bridge's own exceptions."""
+    """Base of the bridge's own exceptions.
+
+    They are :class:`ConfigError`, :class:`ChildStartError` and :class:`~bridge.CrashLoop`;
+    transport errors are ``channels``' and trio's own.
+    """
 
 
 class ConfigError(BridgeError):
     """The configuration or command line cannot work; the message names the setting and the fix.
 
-    The CLI exits with :data:`bridge._cli.EXIT_CONFIG` (78, ``EX_CONFIG``).
+    Raised while the command line is turned into a configuration; the CLI then exits with
+    :data:`bridge._cli.EXIT_CONFIG` (78, ``EX_CONFIG``).
     """
 
 
 class ChildStartError(BridgeError):
-    """The child process could not be started (command not found, permission denied, ...)."""
+    """The child process could not be started (command not found, permission denied, ...).
+
+    The message names the command and the cause. Also raised when the era probe finds that the
+    child exited or closed its pipes before answering.
+    """

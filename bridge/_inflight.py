@@ -45,8 +45,9 @@ class InFlight:
         return request_id in self._ids
 
     def open(self, request_id: RequestId) -> int:
-        """A request was forwarded; return its token (tells it apart from a later request that
-        reuses the id, see :meth:`is_open`).
+        """A request was forwarded; return its token.
+
+        The token tells it apart from a later request that reuses the id (see :meth:`is_open`).
 
         Raises:
             DuplicateRequest: ``request_id`` is already in flight.
@@ -66,8 +67,11 @@ class InFlight:
         return self._ids.get(request_id) == token
 
     def close(self, request_id: RequestId) -> bool:
-        """A reply arrived. True if it answers a request in flight (forward it); False if it is
-        late for a cancelled request or answers nothing we know (drop it)."""
+        """A reply arrived; return whether to forward it.
+
+        True if it answers a request in flight; False if it is late for a cancelled request or
+        answers nothing we know (drop it).
+        """
         if request_id in self._ids:
             del self._ids[request_id]
             return True

@@ -96,7 +96,35 @@ def parse_duration(text: str, *, field: str) -> float:
 
 @attrs.frozen
 class Limits:
-    """Every bound the bridge enforces. Defaults are the module constants above."""
+    """Every bound the bridge enforces; the defaults are the module's constants.
+
+    Sizes are in bytes and durations in seconds. A plain value object: it owns nothing.
+
+    Attributes:
+        max_client_message: longest message a client may send; a longer one is answered with
+            ``-32600`` and ends the connection.
+        max_child_message: longest line the child may write; a longer reply is answered with
+            ``-31001`` (``REPLY_TOO_LARGE``) for its request.
+        max_in_flight: requests one connection may have in flight; one more is answered with
+            ``-31002`` (``TOO_MANY_REQUESTS``).
+        max_connections: connections served at once across all listeners; one more is answered
+            with ``-31003`` (``TOO_MANY_CONNECTIONS``) and closed.
+        max_consecutive_errors: invalid messages in a row after which a client is disconnected.
+        client_queue: shared mode: messages queued for one client before it is disconnected as
+            too slow.
+        client_queue_bytes: shared mode: the same bound in bytes.
+        send_timeout: how long one write to a client may wait before the client is treated as
+            gone (``client-too-slow``).
+        half_close_timeout: after a client's end of input, how long its replies in flight may
+            take.
+        drain_timeout: on a graceful stop, how long requests in flight may take to finish.
+        stop_stdin_timeout: stopping a child, how long it has to exit after its stdin is closed.
+        stop_term_timeout: then, how long it has to exit after SIGTERM, before SIGKILL.
+        exit_drain_timeout: after a child exits, how long its last output is still read before
+            its requests in flight are answered with an error.
+        request_timeout: how long a request may run before the client gets ``-32001`` and the
+            child ``notifications/cancelled``; ``None`` (the default) for no limit.
+    """
 
     max_client_message: int = MAX_CLIENT_MESSAGE
     max_child_message: int = MAX_CHILD_MESSAGE

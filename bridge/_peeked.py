@@ -13,9 +13,11 @@ from channels import CloseReason, JSONObject, MessageChannel, PeerInfo, Protocol
 
 @final
 class PeekedChannel(MessageChannel):
-    """Wraps ``channel`` after ``items`` were received from it (messages, or the
-    :class:`~channels.ProtocolError` of a bad one, in order): they come out of :meth:`receive`
-    again first. Everything else is the wrapped channel's; closing this closes it.
+    """Wraps ``channel`` after ``items`` were received from it, and hands them out again first.
+
+    ``items`` are messages, or the :class:`~channels.ProtocolError` of a bad one, in order; they
+    come out of :meth:`receive` before anything else. Everything else is the wrapped channel's;
+    closing this closes it.
     """
 
     def __init__(self, channel: MessageChannel, items: Iterable[JSONObject | ProtocolError]) -> None:

@@ -84,8 +84,11 @@ class ChildPool:
             return None
 
     def close(self) -> None:
-        """Stop offering: waiting children are stopped in MCP order; taken ones are left to their
-        connections. :meth:`run` returns once every slot is done."""
+        """Stop offering children.
+
+        Waiting children are stopped in MCP order; taken ones are left to their connections.
+        :meth:`run` returns once every slot is done.
+        """
         self._closed = True
         for scope in self._idle_scopes:
             scope.cancel()
@@ -97,8 +100,10 @@ class ChildPool:
         self.close()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run until :meth:`close` and every leased child is released; ready at once (children
-        start in the background)."""
+        """Run until :meth:`close` and every leased child is released.
+
+        Ready at once (for ``nursery.start``): children start in the background.
+        """
         async with trio.open_nursery() as keepers:
             for _ in range(self.size):
                 keepers.start_soon(self._slot, keepers)
@@ -120,9 +125,12 @@ class ChildPool:
                 self._idle_scopes.discard(idle)
 
     async def _keep(self, *, task_status: trio.TaskStatus[bool]) -> None:
-        """Start a child and offer it. Reports True once a connection took it (the keeper then
-        lives on, outside the slot's idle scope, until the lease is released), False if it exited
-        unused; cancelled (by close) while offering, it stops the child."""
+        """Start a child and offer it.
+
+        Reports True once a connection took it (the keeper then lives on, outside the slot's idle
+        scope, until the lease is released), False if it exited unused; cancelled (by close) while
+        offering, it stops the child.
+        """
         async with open_child(self.spec, self.limits) as child:
             self.started += 1
             lease = Lease(child)

@@ -90,12 +90,17 @@ class Relay:
     """Relays one client channel and one child until either side ends.
 
     Args:
-        client: the client's channel. The relay reads and writes it; the caller owns and closes it.
-        child: the child serving only this client. The caller owns it and stops it afterwards.
+        client: the client's channel. The relay reads and writes it, and sets its
+            ``send_timeout`` to ``limits.send_timeout``; the caller owns and closes it.
+        child: the child serving only this client. The relay reads and writes its channel; the
+            caller owns the child and stops it afterwards.
         limits: bounds and timeouts.
         stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
             flight get ``limits.drain_timeout`` to finish.
         stop_now: set by the daemon to end at once: requests in flight are answered with an error.
+
+    Attributes:
+        ending: why the connection ended, once it has (``None`` before).
     """
 
     client: MessageChannel
@@ -129,7 +134,13 @@ class Relay:
         return len(self._in_flight)
 
     async def run(self) -> Ending:
-        """Relay until the connection ends; return why. Never raises for transport failures."""
+        """Relay until the connection ends; return why. Call it once.
+
+        Every request still in flight when the connection ends is answered with the
+        :class:`Ending`'s error before this returns (if the client can still be written to).
+        Never raises for transport failures. If cancelled, the relay's tasks are cancelled and
+        requests in flight are left unanswered.
+        """
         async with trio.open_nursery() as tasks:
             tasks.start_soon(self._pump_client)
             tasks.start_soon(self._pump_child)
@@ -300,9 +311,11 @@ class Relay:
             self._child_write_lock.release()
 
     async def _expire_requests(self) -> None:
-        """Answer requests still in flight after ``request_timeout`` with ``-32001`` and cancel
-        them at the child (``notifications/cancelled``, as the stdio binding asks); the child's
-        late reply, if any, is then dropped."""
+        """Answer requests still in flight after ``request_timeout`` with ``-32001``.
+
+        They are cancelled at the child (``notifications/cancelled``, as the stdio binding asks);
+        the child's late reply, if any, is then dropped.
+        """
         timeout = self.limits.request_timeout
         while True:
             while not self._deadlines:
@@ -437,8 +450,11 @@ class Relay:
         return False
 
     async def _watch_child(self) -> None:
-        """End the connection when the child exits or closes its stdout, after reading what it
-        wrote last (bounded: a grandchild may keep stdout open)."""
+        """End the connection when the child exits or closes its stdout.
+
+        What the child wrote last is read first, for a bounded time: a grandchild may keep stdout
+        open.
+        """
         async with trio.open_nursery() as either:
 
             async def exited() -> None:
@@ -479,9 +495,10 @@ class Relay:
         return await self._send_to_client([message])
 
     async def _send_to_client(self, messages: list[JSONObject]) -> bool:
-        """Write to the client, waiting while it does not read (backpressure), at most
-        ``send_timeout`` per write (the client channel's own timeout, armed only when a write has
-        to wait). False if the client is gone or was given up on.
+        """Write to the client; False if the client is gone or was given up on.
+
+        Waits while the client does not read (backpressure), at most ``send_timeout`` per write
+        (the client channel's own timeout, armed only when a write has to wait).
 
         A write cancelled half-way may have left part of a line on the wire; nothing is written to
         that client after it, since the next byte would corrupt the framing.

@@ -135,8 +135,11 @@ class Router:
         return routed
 
     def client_cancel(self, client: ClientKey, message: JSONObject) -> JSONObject | None:
-        """The child's copy of a client's ``notifications/cancelled``, or ``None`` if it names no
-        request of this client in flight. The request is forgotten: a late reply is dropped."""
+        """The child's copy of a client's ``notifications/cancelled``.
+
+        ``None`` if it names no request of this client in flight. The request is forgotten: a late
+        reply is dropped.
+        """
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if not is_request_id(request_id):
@@ -159,8 +162,10 @@ class Router:
     # -- child to client -------------------------------------------------------------------------
 
     def child_response(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
-        """Who a reply of the child's belongs to, with the client's id; ``None``: nobody's (late,
-        cancelled, or its client left)."""
+        """Who a reply of the child's belongs to, with the client's id.
+
+        ``None``: nobody's (late, cancelled, or its client left).
+        """
         wire = message["id"]
         pending = self._pending.pop(wire, None) if type(wire) is int else None
         if pending is None:
@@ -187,8 +192,10 @@ class Router:
         return list(self._by_client.get(client, ()))
 
     def take_client(self, client: ClientKey) -> list[RequestId]:
-        """Forget every request the client has in flight (they are being answered by the
-        bridge); return their original ids. The client stays attached."""
+        """Forget every request the client has in flight; return their original ids.
+
+        They are being answered by the bridge. The client stays attached.
+        """
         ids = self._by_client.get(client, {})
         for wire in ids.values():
             del self._pending[wire]
@@ -207,7 +214,9 @@ class Router:
 
     def child_subscription(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
         """A notification tagged with a subscription id: to the subscriber, id restored.
-        ``None`` if it is not tagged, or the subscription is over."""
+
+        ``None`` if it is not tagged, or the subscription is over.
+        """
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         if not isinstance(meta, dict) or SUBSCRIPTION_ID not in meta:

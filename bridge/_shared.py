@@ -113,8 +113,9 @@ class _Handshake:
 
 @attrs.define(eq=False)
 class SharedChild:
-    """One child for all clients: start it with ``nursery.start(shared.run)``, then call
-    :meth:`serve` for each connection.
+    """One child for all clients.
+
+    Start it with ``nursery.start(shared.run)``, then call :meth:`serve` for each connection.
 
     Args:
         spec: the child to run.
@@ -191,8 +192,11 @@ class SharedChild:
         helpers.cancel()
 
     async def _expire_requests(self, timeout: float) -> None:
-        """Requests still at the child after ``timeout``: ``-32001`` to their client, and
-        ``notifications/cancelled`` to the child; a late reply is then dropped."""
+        """Expire requests still at the child after ``timeout``.
+
+        Their client gets ``-32001`` and the child ``notifications/cancelled``; a late reply is
+        then dropped.
+        """
         while True:
             while not self._deadlines:
                 self._deadline_added = trio.Event()
@@ -223,8 +227,10 @@ class SharedChild:
             )
 
     def stop(self) -> None:
-        """Every client is gone: stop the child in MCP order and do not restart it; :meth:`run`
-        returns then."""
+        """Every client is gone: stop the child in MCP order and do not restart it.
+
+        :meth:`run` returns then.
+        """
         self.supervisor.stop()
         self._done.set()
 
@@ -267,8 +273,10 @@ class SharedChild:
             self._handshake.wire_id = None
 
     async def _replay_handshake(self, child: ChildProcess) -> bool:
-        """Send the cached initialize to a restarted child and wait for its result (bounded);
-        False if it did not answer in time or answered with an error."""
+        """Send the cached initialize to a restarted child and wait for its result (bounded).
+
+        False if it did not answer in time or answered with an error.
+        """
         self._replayed = trio.Event()
         self._replay_reply = None
         replay = {"jsonrpc": "2.0", "id": REPLAY_ID, "method": "initialize", "params": self._handshake.params}
@@ -315,9 +323,11 @@ class SharedChild:
             await self._flush_child_requests()
 
     def _bad_child_line(self, child: ChildProcess, error: ProtocolError) -> bool:
-        """Junk is counted and dropped; an over-long reply is answered for its request. False if
-        the child's output cannot be trusted any more: this child's run ends, and every request in
-        flight is answered."""
+        """Deal with one bad line from the child; False if its output cannot be trusted any more.
+
+        Junk is counted and dropped; an over-long reply is answered for its request. On False this
+        child's run ends, and every request in flight is answered.
+        """
         if isinstance(error, MessageTooLarge):
             return self._reply_too_large(error)
         child.note_garbage(error)
@@ -403,8 +413,11 @@ class SharedChild:
     # -- delivery to clients ------------------------------------------------------------------
 
     def _deliver(self, client_key: ClientKey, message: JSONObject, size: int) -> None:
-        """Queue a message for a client without waiting; a client whose queue overflows is
-        disconnected, so that the child's reader never waits for anyone."""
+        """Queue a message for a client without waiting.
+
+        A client whose queue overflows is disconnected, so that the child's reader never waits for
+        anyone.
+        """
         client = self._clients.get(client_key)
         if client is None or client.ending is not None:
             return
@@ -488,8 +501,11 @@ class SharedChild:
         scope.cancel()
 
     async def _drain(self, client: _Client, timeout: float, reason: str) -> None:
-        """Wait (bounded) for the client's replies in flight and its queue; answer what is still
-        in flight with ``-32000`` and ``reason``, and send it (bounded)."""
+        """Wait (bounded) for the client's replies in flight and its queue.
+
+        What is still in flight is then answered with ``-32000`` and ``reason``, and sent
+        (bounded).
+        """
         if client.drained:
             return
         with trio.move_on_after(timeout):
@@ -505,8 +521,10 @@ class SharedChild:
                     await client.changed.wait()
 
     def fail_client(self, client_key: ClientKey, reason: str, code: int = CONNECTION_CLOSED) -> None:
-        """Answer a client's requests in flight with ``code`` (``-32000`` unless the client itself
-        is at fault); later replies are dropped."""
+        """Answer a client's requests in flight with ``code``; later replies are dropped.
+
+        ``code`` is ``-32000`` unless the client itself is at fault.
+        """
         for request_id in self._router.take_client(client_key):
             self._deliver(client_key, error_response(request_id, code, "Connection closed", reason), 256)
 
@@ -670,8 +688,11 @@ class SharedChild:
     # -- writing to the child -------------------------------------------------------------------
 
     async def _send_to_child_checked(self, messages: Sequence[JSONObject]) -> None:
-        """Forward routed client messages; requests that cannot reach the child (it is going
-        down) are answered at once, so none waits for a child that will never see it."""
+        """Forward routed client messages.
+
+        Requests that cannot reach the child (it is going down) are answered at once, so none waits
+        for a child that will never see it.
+        """
         if messages and not await self._send_to_child(messages):
             for message in messages:
                 if "method" in message and "id" in message:

@@ -43,8 +43,10 @@ class RateLimiter:
     _suppressed: int = attrs.field(init=False, default=0)
 
     def admit(self, now: float) -> tuple[bool, int]:
-        """Whether an event at ``now`` may pass, and how many were suppressed in the window that
-        just ended (report those once, then the count restarts)."""
+        """Whether an event at ``now`` may pass, and how many were suppressed before it.
+
+        The count is of the window that just ended: report those once, then the count restarts.
+        """
         finished = 0
         if now - self._window_start >= 1.0:
             finished, self._suppressed = self._suppressed, 0

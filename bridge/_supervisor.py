@@ -68,6 +68,10 @@ class RestartPolicy:
         crash_limit: how many unexpected exits within ``crash_window`` are tolerated; one more and
             the supervisor gives up.
         crash_window: the span, in seconds, over which exits are counted.
+
+    Raises:
+        ValueError: ``floor`` is not positive, ``cap`` is less than ``floor``, ``multiplier`` is
+            less than 1, ``jitter`` is not in ``[0, 1)``, or ``crash_limit`` is negative.
     """
 
     floor: float = attrs.field(default=RESTART_FLOOR, validator=attrs.validators.gt(0))
@@ -111,8 +115,10 @@ class RestartTracker:
 
     @property
     def attempt(self) -> int:
-        """Consecutive restarts since the last stable run (0: none). A stable run resets it when
-        that child exits, not while it runs."""
+        """Consecutive restarts since the last stable run (0: none).
+
+        A stable run resets it when that child exits, not while it runs.
+        """
         return self._attempt
 
     @property
@@ -153,8 +159,11 @@ class RestartTracker:
 
 
 class SupervisorState(enum.Enum):
-    """Where a :class:`Supervisor` is. ``run`` goes STARTING → READY, then READY → RESTARTING →
-    READY for each restart, and ends in STOPPED (stop or cancellation) or FAILED (it raised)."""
+    """Where a :class:`Supervisor` is.
+
+    ``run`` goes STARTING → READY, then READY → RESTARTING → READY for each restart, and ends in
+    STOPPED (stop or cancellation) or FAILED (it raised).
+    """
 
     STARTING = "starting"
     """The first child is being started; nothing has been served yet."""
@@ -171,7 +180,9 @@ class SupervisorState(enum.Enum):
 class CrashLoop(BridgeError):
     """The child ended unexpectedly more than ``crash_limit`` times within ``crash_window``.
 
-    The CLI exits 75 (``EX_TEMPFAIL``), so that systemd's restart policy takes over.
+    Raised by the shared-mode supervisor, and so out of ``Daemon.run`` and
+    :func:`~bridge.open_bridge`. The CLI exits 75 (``EX_TEMPFAIL``), so that systemd's restart
+    policy takes over.
     """
 
 
@@ -260,9 +271,9 @@ class Supervisor:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Start the child and hand it to ``serve``; restart it whenever ``serve`` returns, until
-        :meth:`stop` (then return) or the crash-loop limit (then raise).
+        """Start the child and hand it to ``serve``; restart it whenever ``serve`` returns.
 
+        This goes on until :meth:`stop` (then it returns) or the crash-loop limit (then it raises).
         ``serve(child)`` should return when it is done with that child, normally because the child
         exited. A return without :meth:`stop` is an unexpected exit: it is logged, counted, and the
         next child starts after the policy's delay. Ready (for ``nursery.start``) once the first

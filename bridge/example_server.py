@@ -133,10 +133,17 @@ class ToolError(Exception):
 
 
 def text_result(text: str) -> JSON:
+    """A successful ``tools/call`` result holding one text item."""
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
 class Server:
+    """The server's state and its handlers, one ``on_<method>`` per JSON-RPC method.
+
+    Args:
+        options: the parsed command line (:func:`parse_args`), which switches faults on.
+    """
+
     def __init__(self, options: argparse.Namespace) -> None:
         self.options = options
         self.requests_seen = 0
@@ -148,6 +155,7 @@ class Server:
         self.cancelled: list[Any] = []  # requestIds of the notifications/cancelled received
 
     def feed(self, line: bytes) -> None:
+        """Handle one line read from stdin, then the lines deferred while a tool waited."""
         line = line.strip()
         if line:
             self.handle_line(line)
@@ -156,6 +164,11 @@ class Server:
 
     # -- output -------------------------------------------------------------------------------
     def write(self, message: JSON) -> None:
+        """Write one message to stdout as a line and flush.
+
+        Faults switched on from the command line happen here: a junk line before every Nth reply
+        (``--junk-every``), and stdout closed after N replies (``--close-stdout-after``).
+        """
         junk_every = self.options.junk_every
         if junk_every and "id" in message and (self.replies_sent + 1) % junk_every == 0:
             sys.stdout.buffer.write(b"this line is not JSON-RPC\n")
@@ -170,9 +183,11 @@ class Server:
                 time.sleep(3600)
 
     def reply(self, request_id: Any, result: JSON) -> None:
+        """Answer request ``request_id`` with ``result``."""
         self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
+        """Answer request ``request_id`` (``None``: unknown) with a JSON-RPC error."""
         error = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
@@ -180,6 +195,10 @@ class Server:
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
+        """Parse one line and dispatch it to its ``on_<method>`` handler, answering requests.
+
+        Crashes here when ``--crash-after`` says so.
+        """
         try:
             message = json.loads(line)
         except ValueError:
@@ -225,6 +244,7 @@ class Server:
             self.reply(request_id, result)
 
     def on_initialize(self, params: JSON, request_id: Any) -> JSON | None:
+        """The legacy handshake; a ``--era modern`` server refuses it with ``-32022``."""
         self.initializes += 1
         requested = params.get("protocolVersion")
         if self.options.era == "modern":  # versioning.mdx: name the supported versions
@@ -246,6 +266,7 @@ class Server:
         }
 
     def on_server_discover(self, params: JSON, request_id: Any) -> JSON:
+        """The 2026-07-28 ``server/discover``: the supported versions and capabilities."""
         return {
             "resultType": "complete",
             "supportedVersions": list(MODERN_VERSIONS),
@@ -256,12 +277,19 @@ class Server:
         }
 
     def on_ping(self, params: JSON, request_id: Any) -> JSON:
+        """Answer a ping with an empty result."""
         return {}
 
     def on_tools_list(self, params: JSON, request_id: Any) -> JSON:
+        """The tools the module docstring lists."""
         return {"tools": TOOLS}
 
     def on_tools_call(self, params: JSON, request_id: Any) -> JSON:
+        """Run one tool (see the module docstring).
+
+        Raises:
+            ToolError: the tool is unknown (answered as an error result).
+        """
         name = params.get("name")
         arguments = params.get("arguments") or {}
         if name == "echo":
@@ -344,11 +372,13 @@ class Server:
 
 
 def is_modern(params: JSON) -> bool:
+    """Whether a request's ``params`` carry the 2026-07-28 protocol version in ``_meta``."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse the command line (the fault switches the module docstring lists)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--crash-after",
@@ -395,6 +425,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve stdin until it ends (or forever, with ``--ignore-stdin-eof``); return the exit code."""
     options = parse_args(sys.argv[1:] if argv is None else argv)
     if options.modern_after_crash and options.crash_once_file and os.path.exists(options.crash_once_file):
         options.era = "modern"

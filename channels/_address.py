@@ -24,19 +24,36 @@ DEFAULT_SOCKET_MODE = 0o600
 
 
 class AddressError(ValueError):
-    """An address that cannot be parsed; the message says what form was expected."""
+    """An address that cannot be parsed; the message says what form was expected.
+
+    Raised by :func:`parse_address`, ``Address.parse`` and everything that takes address text.
+    """
 
 
 class ListenError(Exception):
-    """A listener could not be opened; the message names the address, the cause and the fix."""
+    """A listener could not be opened; the message names the address, the cause and the fix.
+
+    Raised by ``Address.listen``, :func:`~channels.open_listeners` and :func:`~channels.serve`:
+    a path or port in use, a missing certificate, a bind beyond loopback without authentication.
+    """
 
 
 class ConnectError(Exception):
-    """A connection could not be made; the message names the address and the cause."""
+    """A connection could not be made; the message names the address and the cause.
+
+    Raised by ``Address.connect`` and :func:`~channels.connect` on entering the block: nothing
+    listening, a timeout, a failed TLS handshake or WebSocket upgrade.
+    """
 
 
 class AccessDenied(ConnectError):
-    """The server refused this client: a wrong or missing token, a forbidden Origin or Host."""
+    """The server refused this client: a wrong or missing token, a forbidden Origin or Host.
+
+    Raised where the refusal comes before any message (a WebSocket upgrade answered 401 or 403).
+    On newline channels (``tcp:``, ``tls:``) a refused token is not reported on connecting: the
+    server answers with a JSON-RPC error (code :data:`~channels.UNAUTHORIZED`, id null) and
+    closes, which the first ``receive`` sees.
+    """
 
 
 # The handshake deadline (TLS, WebSocket upgrade, authentication): a complete request may never
@@ -119,7 +136,14 @@ class ConnectOptions:
 
 
 class Address(ABC):
-    """One kind of address. Subclasses are frozen attrs classes."""
+    """One kind of address: how to parse it, listen on it and connect to it.
+
+    Subclasses are frozen attrs classes, registered with :func:`register_address_kind`;
+    ``str(address)`` gives the text back in the form :meth:`parse` reads.
+
+    Attributes:
+        scheme: the text before the first ``:`` that selects this kind (``"unix"``, ``"ws"``).
+    """
 
     scheme: ClassVar[str]
 
@@ -136,18 +160,29 @@ class Address(ABC):
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         """Open the listeners for this address (a host name may bind several sockets).
 
+        The caller owns the listeners and closes them (:func:`~channels.serve` and the bridge's
+        daemon do). If it raises :class:`ListenError`, nothing is left open.
+
+        Args:
+            options: limits, authentication and TLS settings; each kind reads the fields that
+                concern it.
+
         Raises:
             ListenError: it cannot be listened on.
         """
 
     @abstractmethod
     def connect(self, options: ConnectOptions) -> AbstractAsyncContextManager[MessageChannel]:
-        """Connect (and authenticate, with ``options.token``); the channel is closed when the
-        block ends. Some channels run background tasks (a WebSocket's reader), hence a context
-        manager rather than a bare channel.
+        """Connect (and authenticate, with ``options.token``); use as ``async with``.
+
+        The channel is closed when the block ends, however it ends. Some channels run background
+        tasks (a WebSocket's keepalive), hence a context manager rather than a bare channel.
+
+        Args:
+            options: limits, credentials and TLS settings for this connection.
 
         Raises:
-            ConnectError: the connection could not be made.
+            ConnectError: the connection could not be made (on entering the block).
         """
 
 
@@ -155,18 +190,25 @@ _KINDS: dict[str, type[Address]] = {}
 
 
 def register_address_kind(kind: type[Address]) -> type[Address]:
-    """Register an address kind under its ``scheme`` (usable as a class decorator)."""
+    """Register an address kind under its ``scheme`` (usable as a class decorator).
+
+    A kind registered later under the same scheme replaces the earlier one. The registry is
+    process-wide.
+
+    Returns:
+        ``kind`` itself.
+    """
     _KINDS[kind.scheme] = kind
     return kind
 
 
 def address_schemes() -> list[str]:
-    """The registered schemes, for help texts."""
+    """The registered schemes, sorted, for help texts."""
     return sorted(_KINDS)
 
 
 def parse_address(text: str) -> Address:
-    """Parse any registered address.
+    """Parse any registered address; its scheme (the text before the first ``:``) picks the kind.
 
     Raises:
         AddressError: unknown scheme or malformed address.

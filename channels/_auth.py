@@ -45,8 +45,10 @@ TOKEN_HINT = "generate one with: python3 -c 'import secrets; print(secrets.token
 
 
 class CredentialError(ValueError):
-    """A token source that cannot be used; the message names the source and the fix, never the
-    token."""
+    """A token source that cannot be used; the message names the source and the fix.
+
+    It never includes the token itself.
+    """
 
 
 def _digest(token: str | bytes) -> bytes:
@@ -56,6 +58,9 @@ def _digest(token: str | bytes) -> bytes:
 @attrs.frozen(repr=False)
 class TokenSet:
     """The bearer tokens a listener accepts, as digests, each with a label for logs.
+
+    Build one with :meth:`of` or the ``tokens_from_*`` functions; ``a | b`` accepts the tokens of
+    both, and ``len()`` counts them. Its ``repr`` shows only the count.
 
     Attributes:
         labels: where each token came from (``"file /etc/mcp/token line 2"``), in order; logs say
@@ -75,6 +80,9 @@ class TokenSet:
     def of(cls, tokens: Iterable[tuple[str, str]]) -> TokenSet:
         """A set from ``(token, label)`` pairs.
 
+        Args:
+            tokens: each token with the label logs will name it by (never the token itself).
+
         Raises:
             CredentialError: a token is malformed or too short (named by its label).
         """
@@ -93,6 +101,10 @@ class TokenSet:
 
         Every stored digest is compared, whatever matches, so the time taken does not depend on
         which token (if any) was presented.
+
+        Args:
+            candidate: the token a client presented, or ``None`` if it presented none (which
+                matches nothing).
         """
         if candidate is None:
             return None
@@ -227,7 +239,11 @@ def token_of_message(message: JSONObject) -> str | None:
 
 
 def authenticate_message(token: str) -> JSONObject:
-    """The first message a client sends on a newline channel that requires a token."""
+    """The first message a client sends on a newline channel that requires a token.
+
+    :func:`~channels.connect` sends it itself on ``tcp:`` and ``tls:`` when
+    ``ConnectOptions.token`` is set; this is for clients that build their own connection.
+    """
     return {"jsonrpc": "2.0", "method": AUTHENTICATE_METHOD, "params": {"token": token}}
 
 

@@ -104,6 +104,14 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     * With :attr:`send_timeout` set, a send that cannot complete within that many seconds raises
       :class:`~channels.SendTimeout` and the channel stays broken (slow-reader protection without a
       cancel scope around every send: the deadline is only armed when a send has to wait).
+
+    Cancellation: a cancelled ``receive()`` loses no message (the next call returns it). A cancelled
+    ``send()`` may have written all of the message, part of it or nothing, as with ``send_all``;
+    after one, send nothing more on that channel, since a partial message may be on the wire.
+
+    Ownership: a channel owns its transport and closes it in ``aclose()``. Whoever made the channel,
+    or was handed it, closes it; :func:`~channels.connect` and :meth:`Incoming.establish
+    <channels.Incoming.establish>` do so when their block ends, and ``async with channel:`` does too.
     """
 
     bytes_received: int = 0
@@ -123,16 +131,30 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
         """Send several messages in order; implementations may coalesce them into one write.
 
-        Not atomic: if it fails or is cancelled, a prefix of ``messages`` may have been sent.
-        Unlike :meth:`send`, it may return without yielding to the scheduler when the transport
-        took everything at once (it still raises ``Cancelled`` if cancelled); a task that loops on
-        it must yield elsewhere, for example in ``receive``.
+        Not atomic: if it fails or is cancelled, a prefix of ``messages`` may have been sent (and,
+        as with :meth:`send`, part of the next one). Unlike :meth:`send`, it may return without
+        yielding to the scheduler when the transport took everything at once (it still raises
+        ``Cancelled`` if cancelled); a task that loops on it must yield elsewhere, for example in
+        ``receive``.
+
+        Args:
+            messages: the messages, each checked as :meth:`send` checks one.
+
+        Raises:
+            ValueError: a message is not a JSON-RPC message (implementations that check the whole
+                batch first write none of it).
+            trio.BrokenResourceError: the transport failed, or an earlier send timed out
+                (:class:`~channels.SendTimeout` if this one did).
+            trio.ClosedResourceError: this side closed the channel.
+            trio.BusyResourceError: another task is sending.
         """
         for message in messages:
             await self.send(message)
 
     def receive_nowait(self) -> JSONObject:
         """Return a message that is already buffered, without blocking.
+
+        The base implementation buffers nothing and always raises ``trio.WouldBlock``.
 
         Raises:
             trio.WouldBlock: nothing is buffered.
@@ -144,16 +166,25 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
         """Close, telling the peer why where the transport can (a WebSocket close frame).
 
         Like :meth:`aclose`: always closes, idempotent, bounded (a peer that does not answer a
-        closing handshake is cut off after a short wait). ``detail`` is a short human-readable
-        text for the peer (at most 123 bytes are sent on WebSocket).
+        closing handshake is cut off after a short wait), and closes even if cancelled. The base
+        implementation ignores ``reason`` and calls :meth:`aclose`.
+
+        Args:
+            reason: why this side closes.
+            detail: a short human-readable text for the peer (at most 123 bytes are sent on
+                WebSocket).
         """
         await self.aclose()
 
     async def send_eof(self) -> None:
         """Close the sending direction only; the peer then sees ``EndOfChannel``.
 
-        Replies can still be received afterwards. Channels over streams that cannot half-close
-        raise ``NotImplementedError``.
+        Replies can still be received afterwards; sending again is an error. The channel itself
+        must still be closed with :meth:`aclose`.
+
+        Raises:
+            NotImplementedError: the channel cannot half-close (the base implementation, WebSocket,
+                streams that are not ``trio.abc.HalfCloseableStream``).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot half-close")
 
@@ -162,8 +193,22 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
     """Wait for one message, then take whatever else is already buffered, up to ``max_count``.
 
     A bad message does not end the batch: its :class:`~channels.ProtocolError` takes its place in
-    the list, so the caller answers it in order. ``EndOfChannel`` and transport errors are raised
-    only when nothing was received (otherwise the next call raises them).
+    the list, so the caller answers it in order. Cancel-safe: only the wait for the first message
+    can be cancelled, and a cancelled call loses no message.
+
+    Args:
+        channel: the channel to read; it stays the caller's.
+        max_count: the most items returned (at least one is).
+
+    Returns:
+        One to ``max_count`` items, in the order received: messages, or the
+        :class:`~channels.ProtocolError` of a bad one.
+
+    Raises:
+        trio.EndOfChannel: the peer closed and nothing was buffered (after a partial batch, the
+            next call raises it).
+        trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError: as
+            ``channel.receive()``.
     """
     items: list[JSONObject | ProtocolError] = []
     try:

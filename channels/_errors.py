@@ -16,16 +16,28 @@ import trio
 
 # JSON-RPC 2.0 standard codes (https://www.jsonrpc.org/specification#error_object).
 PARSE_ERROR = -32700
+"""JSON-RPC's code for a message that is not valid JSON (:class:`ParseError`)."""
 INVALID_REQUEST = -32600
+"""JSON-RPC's code for valid JSON that is not a valid message (:class:`InvalidMessage`,
+:class:`MessageTooLarge`)."""
 
 
 class ProtocolError(Exception):
     """One message from the peer could not be accepted.
 
+    Raised by ``receive()``, ``receive_nowait()`` and :func:`~channels.decode`; the channel stays
+    usable, and the next message can be received.
+
+    Args:
+        message: what was wrong, for logs and ``error.data.detail``.
+        request_id: see the attribute.
+
     Attributes:
         rpc_code: the JSON-RPC error code that answers it (``-32700`` or ``-32600``).
         reason: a short machine-readable tag for ``error.data.reason`` and logs.
         request_id: the id of the offending request when it could be read, else ``None``.
+        excerpt: the first bytes of the offending line, for logs (set by the channel; empty
+            otherwise).
     """
 
     rpc_code: int = INVALID_REQUEST
@@ -53,6 +65,9 @@ class InvalidMessage(ProtocolError):
 
 class MessageTooLarge(ProtocolError):
     """A line longer than the channel's limit; it is discarded, see :mod:`channels._framing`.
+
+    Channels that cannot skip an over-long message (WebSocket) close instead, and their
+    ``receive`` raises ``trio.BrokenResourceError``.
 
     Attributes:
         limit: the limit in bytes that was exceeded.

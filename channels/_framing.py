@@ -1,16 +1,16 @@
-"""Newline framing, sans-IO: bytes in, complete lines out.
+r"""Newline framing, sans-IO: bytes in, complete lines out.
 
-This is the stdio wire format of MCP (one message per ``\\n``-terminated line) and, unchanged, of every
+This is the stdio wire format of MCP (one message per ``\n``-terminated line) and, unchanged, of every
 byte-stream channel. The framer knows nothing about JSON; it only cuts lines and bounds memory.
 
 Rules:
 
-* A line is the bytes before a ``\\n``. One trailing ``\\r`` is removed (CRLF senders are tolerated).
+* A line is the bytes before a ``\n``. One trailing ``\r`` is removed (CRLF senders are tolerated).
   Empty lines (after that) are skipped: they carry no message and many writers emit them.
 * A line longer than ``max_line_bytes`` (not counting the terminator) is *over-long*. The framer
   reports it once, as an :class:`Oversized` item, as soon as the limit is crossed (not when the line
   finally ends, so a peer cannot make us wait for 50 MB), then discards bytes up to and including the
-  next ``\\n`` and resynchronises there. Memory stays below ``max_line_bytes`` plus one input chunk.
+  next ``\n`` and resynchronises there. Memory stays below ``max_line_bytes`` plus one input chunk.
 * At end of input a partial last line is dropped (the writer died mid-message; python-sdk does the
   same); :meth:`LineFramer.close` says how many bytes were dropped.
 * Any chunking of the input yields the same items as feeding it at once or byte by byte. Nothing
@@ -42,10 +42,16 @@ class Oversized:
 
 
 class LineFramer:
-    """Cuts a byte stream into lines, with a hard maximum line length.
+    r"""Cuts a byte stream into lines, with a hard maximum line length.
+
+    Sans-IO and synchronous: it owns no resource and needs no closing beyond :meth:`close` at
+    end of input.
 
     Args:
-        max_line_bytes: the longest line accepted, in bytes, excluding the ``\\n``.
+        max_line_bytes: the longest line accepted, in bytes, excluding the ``\n``.
+
+    Raises:
+        ValueError: ``max_line_bytes`` is less than 1.
     """
 
     __slots__ = ("_buffer", "_discarding", "_prefix_bytes", "max_line_bytes")
@@ -59,7 +65,12 @@ class LineFramer:
         self._discarding = False
 
     def feed(self, data: bytes | bytearray) -> list[bytes | Oversized]:
-        """Add input; return every item it completes (possibly none)."""
+        """Add input; return every item it completes (possibly none).
+
+        Returns:
+            Complete lines (``bytes``, without their terminator) and :class:`Oversized` markers, in
+            input order. Never raises, whatever the input.
+        """
         if isinstance(data, bytearray):
             data = bytes(data)  # (trio's sockets and pipes return bytes: no copy there)
         items: list[bytes | Oversized] = []
@@ -92,7 +103,7 @@ class LineFramer:
         return len(self.take_partial())
 
     def take_partial(self) -> bytes:
-        """End of input: return the partial last line (without ``\r``) and forget it.
+        r"""End of input: return the partial last line (without ``\r``) and forget it.
 
         For consumers that want it anyway, such as a log of a child's stderr (its last words often
         lack a newline). A line being discarded as over-long is not returned.

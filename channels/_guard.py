@@ -64,9 +64,11 @@ def header_values(headers: Headers, name: bytes) -> list[bytes]:
 
 
 def hostname_of(host: str) -> str:
-    """The host name in a ``Host`` value or origin authority, lower-case, without port or
-    brackets: ``"[::1]:7301"`` → ``"::1"``, ``"LocalHost."`` → ``"localhost"``. A bare IPv6
-    address (a bind address, an ``--allow-host``) has no port: ``"2001:db8::5"`` stays whole."""
+    """The host name in a ``Host`` value or origin authority, lower-case, without port or brackets.
+
+    ``"[::1]:7301"`` → ``"::1"``, ``"LocalHost."`` → ``"localhost"``. A bare IPv6 address (a bind
+    address, an ``--allow-host``) has no port: ``"2001:db8::5"`` stays whole.
+    """
     host = host.strip().lower()
     if host.startswith("["):
         name = host[1 : host.find("]")] if "]" in host else host[1:]
@@ -124,8 +126,9 @@ class RequestGuard:
         )
 
     def check(self, host: str | None, headers: Headers) -> Rejection | str | None:
-        """Apply the checks; return a :class:`Rejection`, or the label of the token the client
-        presented (``None`` if the listener needs none).
+        """Apply the checks; return a :class:`Rejection`, or the label of the client's token.
+
+        The label is ``None`` if the listener needs no token.
 
         Args:
             host: the request's one ``Host`` value (HTTP parsers keep it apart and refuse a

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 messages, sans-IO: strict decoding, canonical encoding, classification.
+r"""JSON-RPC 2.0 messages, sans-IO: strict decoding, canonical encoding, classification.
 
 A message is a plain ``dict`` (the JSON object). Bodies stay opaque: on the hot path nothing is
 structured into classes, and only ``jsonrpc``, ``id``, ``method``, ``result`` and ``error`` are looked at.
@@ -10,7 +10,7 @@ Decoding is strict, because whatever is accepted here is forwarded to a child or
 * one JSON object per line: arrays (JSON-RPC batches, removed from MCP in 2025-06-18), scalars and two
   concatenated values are rejected;
 * no ``NaN``/``Infinity`` literals and no number that overflows to infinity (``1e400``);
-* no lone surrogates (``"\\ud800"`` parses in Python but cannot be re-encoded as UTF-8);
+* no lone surrogates (``"\ud800"`` parses in Python but cannot be re-encoded as UTF-8);
 * nesting deeper than the interpreter's recursion limit and integers over 4300 digits (CPython's
   ``int_max_str_digits``) are rejected cleanly instead of crashing the task.
 
@@ -122,7 +122,7 @@ def _has_lone_surrogate(message: Any) -> bool:
 
 
 def encode(message: JSONObject) -> bytes:
-    """Encode one message as a single ``\\n``-terminated UTF-8 line.
+    r"""Encode one message as a single ``\n``-terminated UTF-8 line.
 
     A non-finite float (NaN, infinity), which JSON cannot carry, is written as ``null``, as
     JavaScript's ``JSON.stringify`` does; :func:`decode` never produces one, so only messages built
@@ -139,7 +139,7 @@ def encode(message: JSONObject) -> bytes:
 
 
 def is_request_id(value: Any) -> TypeGuard[RequestId]:
-    """Whether ``value`` can be a request id (``int`` but not ``bool``, or ``str``)."""
+    """Whether ``value`` can be a request id (``int`` but not ``bool``, or ``str``); never raises."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -152,8 +152,12 @@ _NO_PARAMS: dict[str, Any] = {}
 def validate(message: Any) -> Kind:
     """Check that ``message`` is one JSON-RPC 2.0 message and say which kind.
 
+    Only the envelope is checked (``jsonrpc``, ``id``, ``method``, ``params``, ``result``,
+    ``error``); the values inside ``params`` and ``result`` are not, so a valid message may still
+    fail to :func:`encode`.
+
     Raises:
-        InvalidMessage: it is not.
+        InvalidMessage: it is not; ``request_id`` is set when the message had a usable id.
     """
     # Fast path for the common shapes, built from exact types (what decode() produces); anything
     # else, errors and subclasses included, gets the thorough checks below.
@@ -212,7 +216,10 @@ def _validate_thoroughly(message: Any) -> Kind:
 
 
 def kind(message: JSONObject) -> Kind:
-    """The kind of a message already validated (cheaper than :func:`validate`)."""
+    """The kind of a message already validated (cheaper than :func:`validate`).
+
+    Nothing is checked: for a message that did not pass :func:`validate` the answer means nothing.
+    """
     if "method" in message:
         return Kind.REQUEST if "id" in message else Kind.NOTIFICATION
     return Kind.RESPONSE

@@ -42,16 +42,21 @@ REFUSAL_SEND_TIMEOUT = 2.0
 
 
 class HandshakeError(Exception):
-    """A connection failed before it became a channel: TLS handshake, WebSocket upgrade,
-    authentication, or the handshake deadline. The peer has been told where the transport allows
-    (an HTTP status, a JSON-RPC error); the message says what happened, for the log."""
+    """A connection failed before it became a channel.
+
+    The cause is the TLS handshake, the WebSocket upgrade, authentication, or the handshake
+    deadline. Raised by :meth:`Incoming.establish`, which has closed the connection by then. The
+    peer has been told where the transport allows (an HTTP status, a JSON-RPC error); the message
+    says what happened, for the log.
+    """
 
 
 class Incoming(trio.abc.AsyncResource):
     """A connection a listener has accepted, before its handshake.
 
-    The owner either enters :meth:`establish` once or closes it with :meth:`aclose`
-    (``trio.serve_listeners`` closes it after the handler returns; closing twice is harmless).
+    Whoever accepted it owns it: it either enters :meth:`establish` once or closes it with
+    ``aclose()`` (``trio.serve_listeners`` closes it after the handler returns; closing twice is
+    harmless, and so is closing after :meth:`establish`).
     """
 
     __slots__ = ()
@@ -65,6 +70,11 @@ class Incoming(trio.abc.AsyncResource):
     def establish(self) -> AbstractAsyncContextManager[MessageChannel]:
         """Finish the handshake and yield the channel; close the channel when the block ends.
 
+        Use as ``async with incoming.establish() as channel:``, at most once. The handshake is
+        bounded by the listener's ``handshake_timeout``. The channel owns the connection: leaving
+        the block closes both, however the block ends (also if the handshake fails or the task is
+        cancelled).
+
         Raises:
             HandshakeError: the handshake failed or timed out (the connection is closed).
         """
@@ -73,8 +83,11 @@ class Incoming(trio.abc.AsyncResource):
 class MessageListener(trio.abc.Listener[Incoming]):
     """A listener whose ``accept()`` returns an :class:`Incoming` connection.
 
-    ``accept()`` may raise ``OSError`` with a capacity errno (``EMFILE``...): callers retry, as
-    ``trio.serve_listeners`` does. The listener owns its socket and closes it in ``aclose()``.
+    ``accept()`` only takes a connection off the socket: it never waits for the peer, so one
+    stalled client cannot hold up the others. It may raise ``OSError`` with a capacity errno
+    (``EMFILE``...): callers retry, as ``trio.serve_listeners`` does. The caller owns the returned
+    :class:`Incoming`. The listener owns its socket and closes it in ``aclose()`` (a Unix listener
+    also removes its socket file).
     """
 
     __slots__ = ()
@@ -132,8 +145,9 @@ def unauthorized(request_id: object, detail: str) -> dict[str, Any]:
 
 
 async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -> str:
-    """Read the connection's first message, a ``bridge/authenticate`` notification, and check its
-    token; return the matching token's label.
+    """Check the token of the connection's first message; return the matching token's label.
+
+    The first message must be a ``bridge/authenticate`` notification.
 
     Raises:
         HandshakeError: anything else came first, or the token is wrong; the peer was answered
@@ -177,8 +191,9 @@ class StreamIncoming(Incoming):
     """An accepted byte stream (Unix, TCP, TLS, stdio) that becomes a :class:`StreamChannel`.
 
     Args:
-        stream: the connection, owned from now on. An ``SSLStream`` gets its TLS handshake in
-            :meth:`establish`.
+        stream: the connection, owned from now on: the channel :meth:`establish` yields owns it
+            then, and :meth:`aclose` closes it otherwise. An ``SSLStream`` gets its TLS handshake
+            in :meth:`establish`.
         initial_peer: what the listener knows of the peer.
         max_message_bytes: the channel's line limit.
         tokens: if set, the first line must be a ``bridge/authenticate`` notification carrying
@@ -194,10 +209,22 @@ class StreamIncoming(Incoming):
 
     @property
     def peer(self) -> PeerInfo:
+        """What the listener knew of the peer (the established channel's may say more)."""
         return self.initial_peer
 
     @asynccontextmanager
     async def establish(self) -> AsyncIterator[MessageChannel]:
+        """Run the TLS handshake and the token check, if any; yield a :class:`StreamChannel`.
+
+        Both together are bounded by ``handshake_timeout``. The channel's
+        :attr:`~MessageChannel.peer` adds the client certificate's subject (mTLS) and the matched
+        token's label. Leaving the block closes the channel and the stream, however it ends.
+
+        Raises:
+            HandshakeError: the TLS handshake failed, the first message was not a
+                ``bridge/authenticate`` notification with an accepted token (the peer was answered
+                with :data:`~channels.UNAUTHORIZED`), the peer left, or the deadline passed.
+        """
         channel: StreamChannel | None = None
         try:
             with trio.move_on_after(self.handshake_timeout) as deadline:
@@ -216,14 +243,16 @@ class StreamIncoming(Incoming):
             await trio.aclose_forcefully(channel if channel is not None else self.stream)
 
     async def aclose(self) -> None:
+        """Close the stream (idempotent); for a connection that will not be established."""
         await self.stream.aclose()
 
 
 @final
 class StreamListener(MessageListener):
-    """Any trio listener of byte streams as a :class:`MessageListener`: each accepted stream
-    becomes a :class:`StreamIncoming` (newline framing, ``options.tokens`` checked by the first
-    message if set). The building block for a new stream-based channel kind.
+    """Any trio listener of byte streams as a :class:`MessageListener`.
+
+    Each accepted stream becomes a :class:`StreamIncoming` (newline framing, ``options.tokens``
+    checked by the first message if set). The building block for a new stream-based channel kind.
 
     Args:
         listener: the trio listener, owned from now on (closed by :meth:`aclose`).
@@ -247,9 +276,16 @@ class StreamListener(MessageListener):
 
     @property
     def address(self) -> str:
+        """The address given to the constructor."""
         return self._address
 
     async def accept(self) -> Incoming:
+        """Accept the next stream from the wrapped listener; the caller owns the result.
+
+        Raises:
+            Whatever the wrapped listener's ``accept()`` raises (``OSError`` when out of file
+            descriptors, ``trio.ClosedResourceError`` after :meth:`aclose`).
+        """
         stream = await self._listener.accept()
         return StreamIncoming(
             stream,
@@ -260,4 +296,5 @@ class StreamListener(MessageListener):
         )
 
     async def aclose(self) -> None:
+        """Close the wrapped listener; connections already accepted are not affected."""
         await self._listener.aclose()

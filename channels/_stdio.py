@@ -73,7 +73,12 @@ def _open_fd_stream(fd: int) -> trio.abc.Stream:
 def open_stdio_stream() -> trio.StapledStream[trio.abc.Stream, trio.abc.Stream]:
     """A half-closeable stream over this process's stdout (send) and stdin (receive).
 
-    ``send_eof()`` closes our duplicate of stdout. The caller owns the stream.
+    The stream works on duplicates of fds 1 and 0: ``send_eof()`` closes our duplicate of stdout,
+    and closing the stream closes both duplicates, never the process's own descriptors. The caller
+    owns the stream and closes it.
+
+    Raises:
+        OSError: a descriptor cannot be duplicated (stdin or stdout is closed).
     """
     return trio.StapledStream(_open_fd_stream(1), _open_fd_stream(0))
 
@@ -104,12 +109,21 @@ class StdioListener(MessageListener):
 @register_address_kind
 @attrs.frozen
 class StdioAddress(Address):
-    """``stdio:``: this process's standard input and output."""
+    """``stdio:``: this process's standard input and output.
+
+    Listening accepts exactly one connection, stdin/stdout itself; connecting gives a channel
+    over them.
+    """
 
     scheme = "stdio"
 
     @classmethod
     def parse(cls, text: str) -> Self:
+        """Parse ``stdio:`` (nothing may follow the colon).
+
+        Raises:
+            AddressError: any other text.
+        """
         if text != "stdio:":
             raise AddressError(f"{text!r}: expected exactly stdio:")
         return cls()
@@ -118,11 +132,24 @@ class StdioAddress(Address):
         return "stdio:"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """One listener whose first ``accept`` yields stdin/stdout; later ones wait forever.
+
+        Only ``options.max_message_bytes`` applies: no tokens, no TLS. Never raises
+        :class:`~channels.ListenError`; the caller owns the listener.
+        """
         await trio.lowlevel.checkpoint()
         return [StdioListener(options)]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """A channel over duplicates of stdin and stdout, closed when the block ends.
+
+        Only ``options.max_message_bytes`` applies. Closing the channel closes the duplicates,
+        not the process's own descriptors.
+
+        Raises:
+            OSError: a descriptor cannot be duplicated (stdin or stdout is closed).
+        """
         await trio.lowlevel.checkpoint()
         channel = StreamChannel(
             open_stdio_stream(), max_message_bytes=options.max_message_bytes, peer=PeerInfo("stdio")

@@ -26,6 +26,7 @@ RECEIVE_SIZE = 65536
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""The default limit on a message received from a peer, in bytes (4 MiB)."""
 
 # How long TLS's closing handshake (close_notify) may wait for a peer that does not read.
 CLOSE_TIMEOUT = 2.0
@@ -71,6 +72,9 @@ class StreamChannel(MessageChannel):
     usual case, ``send_many`` returns after a cancellation check without yielding; otherwise the
     rest goes through ``send_all``, with its waiting and its checkpoints. :meth:`send` keeps trio's
     rule and is always a full checkpoint.
+
+    Raises:
+        ValueError: ``max_message_bytes`` is less than 1.
     """
 
     __slots__ = (
@@ -122,19 +126,38 @@ class StreamChannel(MessageChannel):
 
     @property
     def peer(self) -> PeerInfo:
+        """Who is on the other end.
+
+        Settable: the listener replaces it once the handshake has learnt more (a token's label, a
+        certificate).
+        """
         return self._peer
 
     @peer.setter
     def peer(self, peer: PeerInfo) -> None:
-        """Replaced once the handshake has learnt more (a token's label, a certificate)."""
         self._peer = peer
 
     @property
     def stream(self) -> trio.abc.Stream:
-        """The underlying stream (owned by this channel)."""
+        """The underlying stream, owned by this channel: do not close it, or read or write it."""
         return self._stream
 
     async def receive(self) -> JSONObject:
+        """Return the next message, reading the stream only when nothing is buffered.
+
+        Always a checkpoint. Cancel-safe: a cancelled receive loses no message.
+
+        Raises:
+            ProtocolError: the next line is not one valid JSON-RPC message
+                (:class:`~channels.ParseError`, :class:`~channels.InvalidMessage`), or is over
+                the limit (:class:`~channels.MessageTooLarge`, raised once, the line skipped); the
+                channel stays usable.
+            trio.EndOfChannel: the peer closed its end (on this call and every later one; a
+                partial last line is dropped and counted in :attr:`dropped_at_eof`).
+            trio.BrokenResourceError: the stream failed.
+            trio.ClosedResourceError: this side closed the channel (also wakes a blocked receive).
+            trio.BusyResourceError: another task is receiving.
+        """
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this channel")
         self._receiving = True
@@ -159,6 +182,15 @@ class StreamChannel(MessageChannel):
             self._receiving = False
 
     def receive_nowait(self) -> JSONObject:
+        """Return a message already buffered, without reading the stream or yielding.
+
+        Raises:
+            trio.WouldBlock: nothing is buffered.
+            ProtocolError: the next buffered line is not an acceptable message (as :meth:`receive`).
+            trio.EndOfChannel: the peer closed and everything buffered has been received.
+            trio.ClosedResourceError: this side closed the channel.
+            trio.BusyResourceError: a task is blocked in :meth:`receive`.
+        """
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this channel")
         if self._closed:
@@ -186,13 +218,34 @@ class StreamChannel(MessageChannel):
             raise
 
     async def send(self, value: JSONObject) -> None:
+        """Write one message as one line.
+
+        Always a checkpoint. If cancelled, the message may have been written whole, in part or not
+        at all, as with ``send_all``; send nothing more after a cancelled send.
+
+        Raises:
+            ValueError: ``value`` is not a JSON-RPC message, or holds a string JSON cannot carry
+                (a lone surrogate); nothing is written.
+            TypeError: ``value`` holds something that is not JSON data; nothing is written.
+            SendTimeout: with :attr:`send_timeout` set, the peer accepted nothing for that long;
+                the channel is broken from then on.
+            trio.BrokenResourceError: the stream failed, or an earlier send timed out.
+            trio.ClosedResourceError: this side closed the channel.
+            trio.BusyResourceError: another task is sending.
+        """
         if not await self._send_batch((value,)):
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
-        """Send a batch with one write. Checks for cancellation, but yields to the scheduler only
-        if it has to wait for the transport: a loop of ``send_many`` must yield elsewhere (the
-        relay's pumps yield in ``receive``)."""
+        """Send a batch with one write.
+
+        Checks for cancellation, but yields to the scheduler only if it has to wait for the
+        transport: a loop of ``send_many`` must yield elsewhere (the relay's pumps yield in
+        ``receive``). Every message is checked before anything is written.
+
+        Raises:
+            As :meth:`send`; a ``ValueError`` or ``TypeError`` means none of the batch was written.
+        """
         await self._send_batch(messages)
 
     async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
@@ -243,11 +296,24 @@ class StreamChannel(MessageChannel):
             raise trio.BrokenResourceError(f"write failed: {exc}") from exc
 
     async def send_eof(self) -> None:
+        """Half-close: the peer sees ``EndOfChannel``; receiving goes on.
+
+        Raises:
+            NotImplementedError: the stream is not a ``trio.abc.HalfCloseableStream`` (TLS).
+            trio.ClosedResourceError, trio.BrokenResourceError: as the stream's ``send_eof``.
+        """
         if not isinstance(self._stream, trio.abc.HalfCloseableStream):
             raise NotImplementedError(f"{type(self._stream).__name__} cannot half-close")
         await self._stream.send_eof()
 
     async def aclose(self) -> None:
+        """Close the channel and its stream; idempotent, and it closes even if cancelled.
+
+        Wakes a task blocked in :meth:`receive` or :meth:`send` (they raise
+        ``trio.ClosedResourceError``); messages still buffered are dropped. Over TLS the goodbye
+        (``close_notify``) is sent shielded from cancellation and bounded by a 2 s wait; a send
+        stuck mid-write makes the close immediate instead.
+        """
         self._closed = True
         self._pending.clear()
         if self._sending or not isinstance(self._stream, trio.SSLStream):

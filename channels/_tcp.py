@@ -115,8 +115,10 @@ async def accept_tcp(
     *,
     https_compatible: bool = False,
 ) -> tuple[trio.abc.Stream, PeerInfo]:
-    """Accept one connection: the stream (TLS-wrapped, handshake not yet done, with an
-    ``ssl_context``) and what is known of the peer."""
+    """Accept one connection: the stream and what is known of the peer.
+
+    With an ``ssl_context`` the stream is TLS-wrapped, its handshake not yet done.
+    """
     while True:
         stream = await listener.accept()
         try:
@@ -135,8 +137,9 @@ async def accept_tcp(
 
 @final
 class TcpListener(MessageListener):
-    """Accepts TCP connections (TLS ones, with an ``ssl_context``) as :class:`StreamIncoming`;
-    owns its socket.
+    """Accepts TCP connections (TLS ones, with an ``ssl_context``) as :class:`StreamIncoming`.
+
+    It owns its socket.
 
     Args:
         listener: the bound socket listener, owned from now on.
@@ -196,8 +199,10 @@ async def open_tcp_stream(address: object, host: str, port: int, timeout: float)
 async def stream_channel(
     stream: trio.abc.Stream, peer: PeerInfo, options: ConnectOptions
 ) -> AsyncIterator[MessageChannel]:
-    """A client's channel over a connected stream: presents ``options.token`` first if set, and
-    closes the stream when the block ends."""
+    """A client's channel over a connected stream; closes the stream when the block ends.
+
+    It presents ``options.token`` first if set.
+    """
     channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes, peer=peer)
     try:
         if options.token is not None:
@@ -211,14 +216,22 @@ async def stream_channel(
 
 
 class HostPortAddress(Address):
-    """An address of the form ``SCHEME:HOST:PORT`` (``SCHEME:[::1]:PORT`` for IPv6; port 0 picks
-    a free port). Subclasses are frozen attrs classes with ``host`` and ``port``."""
+    """An address of the form ``SCHEME:HOST:PORT``.
+
+    ``SCHEME:[::1]:PORT`` for IPv6; port 0 picks a free port. Subclasses are frozen attrs classes
+    with ``host`` and ``port``.
+    """
 
     host: str
     port: int
 
     @classmethod
     def parse(cls, text: str) -> Self:
+        """Parse ``SCHEME:HOST:PORT`` (``SCHEME:[V6]:PORT``); the host is not resolved here.
+
+        Raises:
+            AddressError: no host or no port, or a port that is not a number from 0 to 65535.
+        """
         form = f"{cls.scheme}:HOST:PORT, for example {cls.scheme}:127.0.0.1:7300"
         host, port = split_host_port(text.removeprefix(f"{cls.scheme}:"), text=text, form=form)
         return cls(host, port)  # type: ignore[call-arg]
@@ -230,13 +243,28 @@ class HostPortAddress(Address):
 @register_address_kind
 @attrs.frozen
 class TcpAddress(HostPortAddress):
-    """``tcp:HOST:PORT``: newline-delimited JSON-RPC over TCP."""
+    """``tcp:HOST:PORT``: newline-delimited JSON-RPC over TCP.
+
+    Attributes:
+        host: a name or an IP address (without brackets); a name may resolve to several.
+        port: the port; 0 picks a free one when listening.
+    """
 
     scheme = "tcp"
     host: str
     port: int
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Listen on every address ``host`` resolves to; the caller owns the listeners.
+
+        Clients must present one of ``options.tokens`` as their first message, if set. Beyond
+        loopback, listening needs tokens or ``options.allow_non_loopback``, and either way logs a
+        warning (tokens in clear text, or no authentication at all).
+
+        Raises:
+            ListenError: beyond loopback without authentication or opt-out, or the bind failed
+                (address in use, no such address).
+        """
         await check_exposure(self, self.host, options, encrypted=False)
         return [
             TcpListener(listener, options)
@@ -245,6 +273,16 @@ class TcpAddress(HostPortAddress):
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Connect within ``options.handshake_timeout``; the channel is closed when the block ends.
+
+        With ``options.token`` set, the first message sent is the ``bridge/authenticate``
+        notification carrying it. A refused token is not raised here: see
+        :class:`~channels.AccessDenied`.
+
+        Raises:
+            ConnectError: no connection within the timeout (refused, unreachable, unknown host),
+                or it was lost while presenting the token.
+        """
         stream = await open_tcp_stream(self, self.host, self.port, options.handshake_timeout)
         async with stream_channel(
             stream, PeerInfo("tcp", format_host_port(self.host, self.port)), options

@@ -120,13 +120,30 @@ async def open_tls_client_stream(
 @register_address_kind
 @attrs.frozen
 class TlsAddress(HostPortAddress):
-    """``tls:HOST:PORT``: newline-delimited JSON-RPC over TLS over TCP."""
+    """``tls:HOST:PORT``: newline-delimited JSON-RPC over TLS over TCP.
+
+    Attributes:
+        host: a name or an IP address (without brackets); a client checks the server's
+            certificate against it.
+        port: the port; 0 picks a free one when listening.
+    """
 
     scheme = "tls"
     host: str
     port: int
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Listen with ``options.tls_cert`` and ``options.tls_key``; the caller owns the listeners.
+
+        With ``options.tls_client_ca``, clients must present a certificate it signed (mTLS), which
+        authenticates them; with ``options.tokens``, a token as their first message. The TLS
+        handshake happens in :meth:`~channels.Incoming.establish`, never in ``accept``. Beyond
+        loopback, listening needs one of the two or ``options.allow_non_loopback``.
+
+        Raises:
+            ListenError: no certificate or key configured, a PEM file that cannot be loaded,
+                beyond loopback without authentication or opt-out, or the bind failed.
+        """
         context = server_context(self, options)
         await check_exposure(self, self.host, options, encrypted=True)
         return [
@@ -136,6 +153,17 @@ class TlsAddress(HostPortAddress):
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Connect and run the TLS handshake; the channel is closed when the block ends.
+
+        The server's certificate is checked against ``options.tls_ca`` (or the system's trust
+        store) and ``host``. The connection and the handshake are each bounded by
+        ``options.handshake_timeout``. A token is presented as on ``tcp:``, and a refused one is
+        likewise not raised here.
+
+        Raises:
+            ConnectError: a PEM file that cannot be loaded, no connection, or a failed or
+                timed-out handshake (an untrusted certificate, for example).
+        """
         stream = await open_tls_client_stream(self, self.host, self.port, options)
         async with stream_channel(
             stream, PeerInfo("tls", format_host_port(self.host, self.port)), options

@@ -166,9 +166,11 @@ class UnixListener(MessageListener):
         return f"unix:{self._path}"
 
     async def accept(self) -> Incoming:
-        """The next peer the allowlist admits (see :class:`ListenOptions`); others are dropped
-        here, before a byte of theirs is read. Unix peers are not asked for tokens: the socket
-        file's permissions and the allowlist are their authentication."""
+        """The next peer the allowlist admits (see :class:`ListenOptions`).
+
+        Others are dropped here, before a byte of theirs is read. Unix peers are not asked for
+        tokens: the socket file's permissions and the allowlist are their authentication.
+        """
         while True:
             stream = await self._listener.accept()
             credentials = peer_credentials(stream.socket)
@@ -200,13 +202,22 @@ class UnixListener(MessageListener):
 @register_address_kind
 @attrs.frozen
 class UnixAddress(Address):
-    """``unix:PATH``: a Unix domain stream socket (a relative path is taken from the cwd)."""
+    """``unix:PATH``: a Unix domain stream socket (a relative path is taken from the cwd).
+
+    Attributes:
+        path: the socket file's absolute path.
+    """
 
     scheme = "unix"
     path: str
 
     @classmethod
     def parse(cls, text: str) -> Self:
+        """Parse ``unix:PATH``, making ``PATH`` absolute from the current directory.
+
+        Raises:
+            AddressError: the path is empty.
+        """
         path = text.removeprefix("unix:")
         if not path:
             raise AddressError(f"{text!r}: expected unix:PATH, for example unix:/run/mcp.sock")
@@ -216,12 +227,33 @@ class UnixAddress(Address):
         return f"unix:{self.path}"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Create the socket file and listen on it; the caller owns the listener.
+
+        The file is created owner-only, then given ``options.socket_group`` and
+        ``options.socket_mode``. A stale socket left by a dead server is replaced; a live server's
+        socket, or any other file, is left alone. Closing the listener removes the file if it is
+        still the one created. Each peer's pid, uid and gid are on its channel's ``peer``;
+        ``options.allow_uids`` and ``options.allow_gids`` restrict who is served.
+        ``options.tokens`` does not apply.
+
+        Raises:
+            ListenError: the path is too long or its directory is missing, another server listens
+                there, the path is not a socket, or creating or configuring the file failed.
+        """
         sock, created = open_unix_socket_listener(self.path, options)
         await trio.lowlevel.checkpoint()
         return [UnixListener(sock, self.path, created, options)]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Connect to the socket; the channel is closed when the block ends.
+
+        ``options.token`` is not sent: a Unix server authenticates by file permissions and peer
+        credentials.
+
+        Raises:
+            ConnectError: no such socket, nobody listening, or permission denied.
+        """
         try:
             stream = await trio.open_unix_socket(self.path)
         except OSError as exc:

@@ -89,8 +89,11 @@ SUBPROTOCOL = Subprotocol("mcp")
 
 @contextmanager
 def _single_error() -> Iterator[None]:
-    """Re-raise the one exception a nursery wrapped in a group (our context managers hold a
-    nursery for the connection's reader task, and their callers expect plain exceptions)."""
+    """Re-raise the one exception a nursery wrapped in a group.
+
+    Our context managers hold a nursery for the connection's keepalive task, and their callers
+    expect plain exceptions.
+    """
     try:
         yield
     except BaseExceptionGroup as group:
@@ -234,13 +237,22 @@ class WebSocketListener(MessageListener):
 
 
 class _WebSocketAddress(Address):
-    """``ws://HOST:PORT/PATH`` (``wss://`` for TLS). The port defaults to 80 (443); the path to
-    ``/``; a query string or fragment is refused. IPv6 hosts are bracketed."""
+    """``ws://HOST:PORT/PATH`` (``wss://`` for TLS).
+
+    The port defaults to 80 (443); the path to ``/``; a query string or fragment is refused. IPv6
+    hosts are bracketed.
+    """
 
     endpoint: _Endpoint
 
     @classmethod
     def parse(cls, text: str) -> Self:
+        """Parse ``SCHEME://HOST[:PORT][/PATH]``.
+
+        Raises:
+            AddressError: another scheme, no host, a bad port, or a query, fragment or user
+                name.
+        """
         example = f"{cls.scheme}://127.0.0.1:7301/mcp"
         try:
             parts = urlsplit(text)
@@ -266,6 +278,19 @@ class _WebSocketAddress(Address):
         return f"{self.scheme}://{format_host_port(endpoint.host, endpoint.port)}{endpoint.path}"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Listen for WebSocket upgrades on ``PATH``; the caller owns the listeners.
+
+        Before the upgrade is accepted, the request's ``Host``, ``Origin`` and bearer token are
+        checked (``options.allow_hosts``, ``options.allow_origins``, ``options.tokens``), and a
+        wrong path gets 404; all within :meth:`~channels.Incoming.establish`, bounded by
+        ``options.handshake_timeout``. ``wss://`` needs ``options.tls_cert`` and
+        ``options.tls_key``; ``options.tls_client_ca`` requires client certificates. Each
+        established channel pings its peer every ``options.ping_interval`` seconds.
+
+        Raises:
+            ListenError: ``wss://`` without a certificate or with files that cannot be loaded,
+                beyond loopback without authentication or opt-out, or the bind failed.
+        """
         endpoint = self.endpoint
         context = server_context(self, options) if endpoint.secure else None
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
@@ -283,6 +308,20 @@ class _WebSocketAddress(Address):
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Connect, upgrade, and yield the channel; it is closed when the block ends.
+
+        ``options.token`` goes in the upgrade's ``Authorization: Bearer`` header. The connection,
+        the TLS handshake (``wss://``) and the upgrade are each bounded by
+        ``options.handshake_timeout``. A keepalive task pings the server while the block runs.
+        Leaving the block sends a close frame (1000), shielded from cancellation and bounded, and
+        closes the connection.
+
+        Raises:
+            AccessDenied: the server refused the upgrade with 401 or 403 (token, Origin, Host).
+            ConnectError: a PEM file that cannot be loaded, no connection, a failed TLS
+                handshake, an upgrade refused with another status or not answered in time, or not
+                a WebSocket server.
+        """
         endpoint = self.endpoint
         if endpoint.secure:
             client_context(self, options)  # bad files fail before any connection is made
@@ -422,7 +461,12 @@ def _rejection_detail(body: bytes | None) -> str:
 @register_address_kind
 @attrs.frozen
 class WebSocketAddress(_WebSocketAddress):
-    __doc__ = _WebSocketAddress.__doc__
+    """``ws://HOST:PORT/PATH``: one JSON-RPC message per WebSocket text frame, over TCP.
+
+    The port defaults to 80; the path to ``/``; a query string or fragment is refused. IPv6 hosts
+    are bracketed.
+    """
+
     scheme = "ws"
     endpoint: _Endpoint
 
@@ -430,6 +474,11 @@ class WebSocketAddress(_WebSocketAddress):
 @register_address_kind
 @attrs.frozen
 class SecureWebSocketAddress(_WebSocketAddress):
-    __doc__ = _WebSocketAddress.__doc__
+    """``wss://HOST:PORT/PATH``: one JSON-RPC message per WebSocket text frame, over TLS.
+
+    The port defaults to 443; the path to ``/``; a query string or fragment is refused. IPv6
+    hosts are bracketed.
+    """
+
     scheme = "wss"
     endpoint: _Endpoint

@@ -61,6 +61,13 @@ class WebSocketChannel(MessageChannel):
     ``BrokenResourceError``; so do invalid UTF-8 (1007, by ``websockets``) and an over-long
     message (1009). A text frame that is not one JSON-RPC message raises
     :class:`~channels.ProtocolError` and the channel stays usable.
+
+    The channel does not run its own tasks: whoever makes it runs :meth:`keepalive` beside it
+    (:func:`~channels.connect` and the listener's :meth:`~channels.Incoming.establish` do).
+
+    Attributes:
+        max_message_bytes: the limit given to the constructor.
+        send_timeout: see :attr:`MessageChannel.send_timeout`; ``None`` (no limit) at first.
     """
 
     __slots__ = (
@@ -110,6 +117,7 @@ class WebSocketChannel(MessageChannel):
 
     @property
     def peer(self) -> PeerInfo:
+        """Who is on the other end (with the upgrade's ``Origin`` and ``User-Agent``)."""
         return self._peer
 
     @property
@@ -120,6 +128,23 @@ class WebSocketChannel(MessageChannel):
     # -- receiving --------------------------------------------------------------------------------
 
     async def receive(self) -> JSONObject:
+        """Return the next message, reading the connection only when nothing is buffered.
+
+        While reading it also answers pings and the peer's closing handshake. Always a checkpoint.
+        Cancel-safe: a cancelled receive loses no message.
+
+        Raises:
+            ProtocolError: a text frame that is not one valid JSON-RPC message
+                (:class:`~channels.ParseError`, :class:`~channels.InvalidMessage`); the channel
+                stays usable.
+            trio.EndOfChannel: the peer closed with 1000, 1001 or no status (on this call and
+                every later one).
+            trio.BrokenResourceError: the peer closed with another code, or the connection was
+                lost or failed: a binary frame (1003), invalid UTF-8 (1007), a message over
+                ``max_message_bytes`` (1009), no answer to a keepalive ping (1011).
+            trio.ClosedResourceError: this side closed the channel (also wakes a blocked receive).
+            trio.BusyResourceError: another task is receiving.
+        """
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this channel")
         if self._closed:
@@ -138,6 +163,16 @@ class WebSocketChannel(MessageChannel):
             self._receiving = False
 
     def receive_nowait(self) -> JSONObject:
+        """Return a message that arrived with an earlier read, without reading or yielding.
+
+        Raises:
+            trio.WouldBlock: nothing is buffered.
+            ProtocolError: the next buffered message is not valid JSON-RPC (as :meth:`receive`).
+            trio.EndOfChannel, trio.BrokenResourceError: the connection has ended and everything
+                buffered has been received (as :meth:`receive`).
+            trio.ClosedResourceError: this side closed the channel.
+            trio.BusyResourceError: a task is blocked in :meth:`receive`.
+        """
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this channel")
         if self._closed:
@@ -149,8 +184,10 @@ class WebSocketChannel(MessageChannel):
         raise trio.WouldBlock
 
     async def _read(self) -> None:
-        """One read: feed it to the protocol, collect messages, write what the protocol owes
-        the peer (pongs, the closing handshake)."""
+        """One read: feed it to the protocol and collect messages.
+
+        Then write what the protocol owes the peer (pongs, the closing handshake).
+        """
         self._waiting_since = trio.current_time()
         try:
             data = await self._stream.receive_some(RECEIVE_SIZE)
@@ -217,12 +254,34 @@ class WebSocketChannel(MessageChannel):
     # -- sending ----------------------------------------------------------------------------------
 
     async def send(self, value: JSONObject) -> None:
+        """Write one message as one text frame.
+
+        Always a checkpoint. If cancelled, the frame may have been written whole, in part or not
+        at all, as with ``send_all``; send nothing more after a cancelled send.
+
+        Raises:
+            ValueError: ``value`` is not a JSON-RPC message, or holds a string JSON cannot carry
+                (a lone surrogate); nothing is written.
+            TypeError: ``value`` holds something that is not JSON data; nothing is written.
+            SendTimeout: with :attr:`send_timeout` set, the peer accepted nothing for that long;
+                the connection is cut and the channel broken.
+            trio.BrokenResourceError: the connection failed or is closing, or an earlier send
+                failed or timed out.
+            trio.ClosedResourceError: this side closed the channel.
+            trio.BusyResourceError: another task is sending.
+        """
         if not await self._send_batch((value,)):
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
-        """Send a batch as one write. Like :meth:`StreamChannel.send_many`, it yields to the
-        scheduler only if it has to wait for the transport."""
+        """Send a batch as one write, one text frame per message.
+
+        Like :meth:`StreamChannel.send_many`, it yields to the scheduler only if it has to wait
+        for the transport. Every message is checked before anything is written.
+
+        Raises:
+            As :meth:`send`; a ``ValueError`` or ``TypeError`` means none of the batch was written.
+        """
         await self._send_batch(messages)
 
     async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
@@ -315,11 +374,15 @@ class WebSocketChannel(MessageChannel):
     # -- keepalive and closing --------------------------------------------------------------------
 
     async def keepalive(self, interval: float, timeout: float) -> None:
-        """Ping every ``interval`` seconds; if nothing at all arrives within ``timeout`` of a ping
-        while a receive was waiting for it, close with 1011. Returns once the channel is done.
+        """Ping every ``interval`` seconds; close with 1011 if the peer goes silent.
 
-        Only a waiting receive counts: a peer is not blamed for bytes this side did not read
-        (while the bridge is applying backpressure, for example).
+        Silent means nothing at all arrived within ``timeout`` of a ping while a receive was
+        waiting for it. Only a waiting receive counts: a peer is not blamed for bytes this side
+        did not read (while the bridge is applying backpressure, for example). A receive then
+        raises ``trio.BrokenResourceError``.
+
+        Run it in a task beside the channel's users; it returns once the channel is done and never
+        raises for transport failures. Cancelling it only stops the pings.
         """
         while not self._closed and self._end is None:
             await trio.sleep(interval)
@@ -346,17 +409,31 @@ class WebSocketChannel(MessageChannel):
                 return
 
     async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
+        """Send a close frame with ``reason``'s code and ``detail``, then close the connection.
+
+        The peer's answering close frame is not waited for. Shielded and bounded: the close frame
+        gets at most 2 s, even if the enclosing scope is cancelled, and the connection is closed
+        whatever happens. No close frame is sent if a send is stuck mid-frame or an earlier write
+        failed. Idempotent; wakes tasks blocked in :meth:`receive` or :meth:`send` (they raise
+        ``trio.ClosedResourceError``).
+
+        Args:
+            reason: its value is the close code.
+            detail: the close frame's reason text, cut to 123 bytes of UTF-8.
+        """
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
         await self._close(reason, detail, by_owner=True)
 
     async def aclose(self) -> None:
+        """Close normally (1000): :meth:`aclose_with` with :attr:`CloseReason.NORMAL`."""
         await self.aclose_with(CloseReason.NORMAL)
 
     async def _close(self, reason: CloseReason, detail: str, *, by_owner: bool) -> None:
-        """Send a close frame if the connection is still open, and close the stream, whatever
-        happens (cancellation included).
+        """Send a close frame if the connection is still open, and close the stream.
+
+        The stream is closed whatever happens (cancellation included).
 
         The peer's answering close frame is not awaited (RFC 6455 §7.1.1 lets either side end
         TCP; waiting would hold every close up for a peer that no task reads). What has already

@@ -82,6 +82,8 @@ async def check_message_channel(
     Raises:
         AssertionError: the contract is broken; a note names the check.
         trio.TooSlowError: a check hung past its deadline (``CHECK_TIMEOUT``).
+        ValueError: ``max_message_bytes`` is less than 1024.
+        Anything the makers or the channels raise unexpectedly, with the same note.
     """
     if max_message_bytes < 1024:
         raise ValueError("max_message_bytes must be at least 1024 for the checks' own messages")
@@ -397,8 +399,10 @@ async def _check_oversized_message_is_skipped(
 async def _check_oversized_message_closes(
     a: MessageChannel, b: MessageChannel, max_message_bytes: int
 ) -> None:
-    """A message of exactly the limit passes; one byte more breaks the receiver's channel, and
-    the sender's channel ends too."""
+    """A message of exactly the limit passes; one byte more breaks the receiver's channel.
+
+    The sender's channel ends too.
+    """
     at_limit = _message_of_size(max_message_bytes, request_id=1)
     over_limit = _message_of_size(max_message_bytes + 1, request_id=2)
     await a.send(at_limit)
@@ -437,8 +441,10 @@ SEND_TIMEOUT_CHECK = 0.2
 
 
 async def _check_send_timeout_breaks_the_channel(a: MessageChannel, b: MessageChannel) -> None:
-    """A send the peer does not accept within send_timeout raises SendTimeout (a
-    BrokenResourceError), and the channel stays broken; without a timeout nothing is raised."""
+    """A send the peer does not accept within send_timeout raises SendTimeout.
+
+    SendTimeout is a BrokenResourceError, and the channel stays broken.
+    """
     if not _settable(a):
         return  # an implementation without send timeouts
     a.send_timeout = SEND_TIMEOUT_CHECK
