@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from channels import single_exception
+
 from ._daemon import STOP_GRACE, Daemon, ServeConfig
 
 # After the graceful stop's budget, how long a forced stop (requests answered with -32000,
@@ -41,9 +43,9 @@ async def open_bridge(config: ServeConfig) -> AsyncIterator[Daemon]:
     Calling ``daemon.stop()`` inside the block starts the graceful stop early; the block then
     goes on running.
 
-    The exceptions below arrive inside an ``ExceptionGroup`` (trio's nurseries wrap them), and so
-    does an exception raised in the block: catch them with ``except*``, which also matches a bare
-    exception.
+    A single exception (one of those below, or one raised in the block) arrives as itself; only
+    several at once (rare: the block and the daemon failing together) arrive as an
+    ``ExceptionGroup``.
 
     Raises:
         channels.ListenError: a listener could not be opened (nothing is left running).
@@ -60,17 +62,18 @@ async def open_bridge(config: ServeConfig) -> AsyncIterator[Daemon]:
         with shield:
             await daemon.run(task_status=task_status)
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(run)
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(stop_budget(config)):
-                    await daemon.wait_stopped()
-                if not daemon.stopped:
-                    daemon.stop_now()
-                    with trio.move_on_after(FORCED_STOP_BUDGET):
+    with single_exception():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run)
+            try:
+                yield daemon
+            finally:
+                daemon.stop()
+                with trio.CancelScope(shield=True):
+                    with trio.move_on_after(stop_budget(config)):
                         await daemon.wait_stopped()
-                shield.cancel()  # a no-op unless even the forced stop overran
+                    if not daemon.stopped:
+                        daemon.stop_now()
+                        with trio.move_on_after(FORCED_STOP_BUDGET):
+                            await daemon.wait_stopped()
+                    shield.cancel()  # a no-op unless even the forced stop overran

@@ -99,9 +99,12 @@ class ServeConfig:
     limits: Limits = Limits()
     listen_options: ListenOptions = ListenOptions()
     prespawn: int = 0
-    child_mode: str = "per-connection"
+    child_mode: str = attrs.field(
+        default="per-connection",
+        validator=attrs.validators.in_(("per-connection", "shared", "auto")),
+    )
     restart_policy: RestartPolicy = RestartPolicy()
-    start: str = "eager"
+    start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy")))
 
 
 @attrs.frozen

@@ -47,6 +47,7 @@ from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
 from ._tcp import TcpAddress
 from ._tls import TlsAddress
 from ._unix import UnixAddress
+from ._unwrap import single_exception
 from ._websocket import SecureWebSocketAddress, WebSocketAddress
 from ._wschannel import WebSocketChannel
 
@@ -106,6 +107,7 @@ __all__ = [
     "receive_batch",
     "register_address_kind",
     "serve",
+    "single_exception",
     "tokens_from_credential",
     "tokens_from_env",
     "tokens_from_file",

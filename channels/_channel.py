@@ -220,6 +220,6 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
             items.append(channel.receive_nowait())
         except ProtocolError as exc:
             items.append(exc)
-        except (trio.WouldBlock, trio.EndOfChannel):
-            break
+        except (trio.WouldBlock, trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+            break  # what was taken is delivered; the next call raises the end or the error
     return items

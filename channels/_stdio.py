@@ -98,8 +98,8 @@ class StdioListener(MessageListener):
     async def accept(self) -> Incoming:
         if self._accepted:
             await trio.sleep_forever()
+        await trio.lowlevel.checkpoint()  # before taking the one connection: a cancel loses nothing
         self._accepted = True
-        await trio.lowlevel.checkpoint()
         return StreamIncoming(open_stdio_stream(), PeerInfo("stdio"), self._options.max_message_bytes)
 
     async def aclose(self) -> None:

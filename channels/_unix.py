@@ -240,8 +240,8 @@ class UnixAddress(Address):
             ListenError: the path is too long or its directory is missing, another server listens
                 there, the path is not a socket, or creating or configuring the file failed.
         """
+        await trio.lowlevel.checkpoint()  # before binding: a cancel leaves no socket behind
         sock, created = open_unix_socket_listener(self.path, options)
-        await trio.lowlevel.checkpoint()
         return [UnixListener(sock, self.path, created, options)]
 
     @asynccontextmanager

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Self, final
 from urllib.parse import urlsplit
 
@@ -58,6 +58,7 @@ from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import RECEIVE_SIZE
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import client_context, open_tls_client_stream, server_context
+from ._unwrap import single_exception
 from ._wschannel import WebSocketChannel
 
 logger = logging.getLogger("channels.websocket")
@@ -85,23 +86,6 @@ class _RedactCredentials(logging.Filter):
 wire_logger.addFilter(_RedactCredentials())
 
 SUBPROTOCOL = Subprotocol("mcp")
-
-
-@contextmanager
-def _single_error() -> Iterator[None]:
-    """Re-raise the one exception a nursery wrapped in a group.
-
-    Our context managers hold a nursery for the connection's keepalive task, and their callers
-    expect plain exceptions.
-    """
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], BaseExceptionGroup):
-            error = group.exceptions[0]
-            error.__suppress_context__ = True
-            raise error  # noqa: B904 - deliberately the original exception, not a new cause
-        raise
 
 
 @attrs.frozen
@@ -135,7 +119,7 @@ class WebSocketIncoming(Incoming):
 
     @asynccontextmanager
     async def establish(self) -> AsyncIterator[MessageChannel]:
-        with _single_error():
+        with single_exception():
             async with trio.open_nursery() as nursery:
                 channel = None
                 try:
@@ -340,7 +324,7 @@ class _WebSocketAddress(Address):
             await trio.aclose_forcefully(stream)
             raise
         channel = WebSocketChannel(stream, protocol, peer, options.max_message_bytes)
-        with _single_error():
+        with single_exception():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(channel.keepalive, options.ping_interval, options.ping_timeout)
                 try:

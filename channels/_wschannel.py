@@ -335,7 +335,13 @@ class WebSocketChannel(MessageChannel):
         try:
             sent = self._write_now(data)
             if sent < len(data):
-                await self._write_rest(memoryview(data)[sent:])
+                try:
+                    await self._write_rest(memoryview(data)[sent:])
+                except BaseException:
+                    # Cancelled or failed part-way: part of a frame may be on the wire, and no
+                    # frame may follow it.
+                    self._write_broken = True
+                    raise
             self.bytes_sent += len(data)
             return sent < len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

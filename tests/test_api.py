@@ -82,7 +82,7 @@ def test_a_malformed_address_string_is_refused_when_the_config_is_built() -> Non
 async def test_statistics_count_the_bytes_relayed_and_the_shared_childs_restarts(sock_dir: Path) -> None:
     shared = ServeConfig(
         listen=[f"unix:{sock_dir}/s.sock"],
-        child=ChildSpec(argv=[*example_server("--crash-after", "1")]),
+        child=ChildSpec(argv=[*example_server("--crash-after", "0")]),
         child_mode="shared",
         restart_policy=RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=10),
     )
@@ -98,3 +98,26 @@ async def test_statistics_count_the_bytes_relayed_and_the_shared_childs_restarts
                 assert stats.bytes_from_clients == sent
                 assert stats.bytes_to_clients == len(channels.encode(reply))
         assert bridge.statistics().bytes_from_clients == sent  # kept after the connection ended
+
+
+async def test_open_bridge_raises_a_listen_error_itself_not_wrapped_in_a_group(sock_dir: Path) -> None:
+    taken = sock_dir / "taken"
+    taken.write_text("not a socket")
+    with trio.fail_after(TIMEOUT):
+        with pytest.raises(channels.ListenError, match="not a socket"):
+            async with open_bridge(config(f"unix:{taken}")):
+                pytest.fail("the block must not run")  # pragma: no cover
+
+
+async def test_an_exception_in_the_block_comes_out_as_itself_after_a_graceful_stop(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        with pytest.raises(KeyError, match="raised in the block"):
+            async with open_bridge(config(f"unix:{sock_dir}/s.sock")) as bridge:
+                raise KeyError("raised in the block")
+    assert bridge.stopped
+
+
+@pytest.mark.parametrize(("field", "value"), [("child_mode", "sharded"), ("start", "soon")])
+def test_an_unknown_child_mode_or_start_is_refused_when_the_config_is_built(field: str, value: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        ServeConfig(listen=["unix:/tmp/x.sock"], child=ChildSpec(argv=["true"]), **{field: value})

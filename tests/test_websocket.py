@@ -49,6 +49,7 @@ from channels import (
     TokenSet,
     WebSocketChannel,
     parse_address,
+    receive_batch,
 )
 from channels._guard import RequestGuard
 from channels._websocket import WebSocketIncoming, _Endpoint
@@ -819,6 +820,25 @@ async def test_a_binary_frame_is_closed_with_1003() -> None:
     assert frames == []
     assert close.code == 1003
     assert "text" in close.reason
+
+
+async def test_a_message_read_together_with_a_binary_frame_is_still_delivered() -> None:
+    # Both frames arrive in one read: receive_batch hands out the text message it took before the
+    # channel broke, and only the next call raises.
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    incoming = memory_incoming(server_stream, ListenOptions())
+    peer = RawWebSocket(client_stream)
+    text = client_frame(TEXT, json.dumps(request("first", "ping")).encode())
+    with trio.fail_after(TIMEOUT):
+        await peer.send(upgrade_request(host="127.0.0.1:7301"))
+        async with incoming.establish() as channel:
+            assert (await peer.read_response()).status == 101
+            await peer.send(text + client_frame(BINARY, b"\x00\x01"))
+            batch = await receive_batch(channel, 64)
+            assert batch == [request("first", "ping")]
+            with pytest.raises(trio.BrokenResourceError, match="binary"):
+                await receive_batch(channel, 64)
+            assert (await peer.receive_frame()).code == 1003
 
 
 INVALID_UTF8 = pytest.mark.parametrize(
