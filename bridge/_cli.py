@@ -39,6 +39,7 @@ from ._daemon import Daemon, ServeConfig
 from ._errors import ChildStartError, ConfigError
 from ._limits import Limits, parse_duration, parse_size
 from ._supervisor import CrashLoop, RestartPolicy
+from ._systemd import Notifier
 
 logger = logging.getLogger("bridge")
 
@@ -628,6 +629,7 @@ async def serve(config: ServeConfig) -> int:
     The first SIGTERM/SIGINT stops gracefully, the second stops at once.
     """
     daemon = Daemon(config)
+    notifier = Notifier.from_environment()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 
@@ -644,7 +646,14 @@ async def serve(config: ServeConfig) -> int:
                         daemon.stop_now()
 
             nursery.start_soon(watch_signals)
-            await daemon.run()
+            async with trio.open_nursery() as running:
+                await running.start(daemon.run)
+                notifier.ready(daemon.describe())
+                running.start_soon(notifier.run, daemon.describe, daemon.healthy)
+                await daemon.wait_stopping()
+                notifier.stopping(daemon.describe())
+                await daemon.wait_stopped()
+                running.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
     return EXIT_OK
 

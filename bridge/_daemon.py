@@ -49,7 +49,7 @@ from ._peeked import PeekedChannel
 from ._pool import ChildPool
 from ._relay import BATCH, Relay
 from ._shared import SharedChild
-from ._supervisor import RestartPolicy
+from ._supervisor import RestartPolicy, SupervisorState
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -200,6 +200,34 @@ class Daemon:
             + sum(client.bytes_received for client in self._clients),
             bytes_to_clients=self._bytes_of_closed[1] + sum(client.bytes_sent for client in self._clients),
         )
+
+    async def wait_stopping(self) -> None:
+        """Return once a stop has begun (:meth:`stop`, a signal, or the stdio client leaving)."""
+        await self._stopping.wait()
+
+    def describe(self) -> str:
+        """One line on what the daemon is doing, for ``systemctl status`` (sd_notify ``STATUS=``)."""
+        stats = self.statistics()
+        clients = f"{stats.connections} client{'s' if stats.connections != 1 else ''}"
+        if self._stopping.is_set():
+            return f"stopping: {clients} left, {stats.requests_in_flight} requests in flight"
+        if self._shared is not None:
+            supervisor = self._shared.supervisor.statistics()
+            child = f"child pid {supervisor.child_pid}" if supervisor.child_pid else "no child"
+            state = supervisor.state.value
+            return f"serving {clients}; shared child {state}, {child}, {supervisor.restarts} restarts"
+        return f"serving {clients}, {stats.children} children ({self.mode})"
+
+    def healthy(self) -> bool:
+        """Whether the daemon is fit to be kept alive by a watchdog.
+
+        True while it runs, unless a shared child is failing or waiting out a restart's backoff.
+        """
+        if self.stopped:
+            return False
+        if self._shared is None:
+            return True
+        return self._shared.supervisor.state is SupervisorState.READY
 
     def stop(self) -> None:
         """Begin a graceful stop; does not wait for it (see :meth:`wait_stopped`).

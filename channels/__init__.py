@@ -4,6 +4,7 @@ This package knows framing and the JSON-RPC shape, nothing about child processes
 protocol eras. ``bridge`` imports it; it never imports ``bridge``.
 """
 
+from ._activation import FdAddress, take_activated_sockets
 from ._address import (
     AccessDenied,
     Address,
@@ -64,6 +65,7 @@ __all__ = [
     "ConnectError",
     "ConnectOptions",
     "CredentialError",
+    "FdAddress",
     "HandshakeError",
     "Incoming",
     "InvalidMessage",
@@ -108,6 +110,7 @@ __all__ = [
     "register_address_kind",
     "serve",
     "single_exception",
+    "take_activated_sockets",
     "tokens_from_credential",
     "tokens_from_env",
     "tokens_from_file",

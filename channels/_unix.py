@@ -153,17 +153,25 @@ class UnixListener(MessageListener):
     """
 
     def __init__(
-        self, sock: socket.socket, path: str, created: os.stat_result, options: ListenOptions
+        self,
+        sock: socket.socket,
+        path: str,
+        created: os.stat_result | None,
+        options: ListenOptions,
+        *,
+        address: str | None = None,
     ) -> None:
         self._listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
         self._path = path
-        self._inode = (created.st_dev, created.st_ino)
+        # None: the file is not ours to remove (a socket systemd created and passed us).
+        self._inode = (created.st_dev, created.st_ino) if created is not None else None
         self._options = options
         self._closed = False
+        self._address = address or f"unix:{path}"
 
     @property
     def address(self) -> str:
-        return f"unix:{self._path}"
+        return self._address
 
     async def accept(self) -> Incoming:
         """The next peer the allowlist admits (see :class:`ListenOptions`).
@@ -188,7 +196,7 @@ class UnixListener(MessageListener):
         return uid in options.allow_uids or gid in options.allow_gids
 
     async def aclose(self) -> None:
-        if not self._closed:
+        if not self._closed and self._inode is not None:
             self._closed = True
             try:
                 info = os.lstat(self._path)

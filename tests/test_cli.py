@@ -310,6 +310,7 @@ CONFIG_ERRORS: list[tuple[str, Callable[[Path], list[str]], str]] = [
         lambda d: ["--listen", "ws://0.0.0.0:0/", "--", PY],
         "--insecure-no-auth",
     ),
+    ("fd-without-activation", lambda d: ["--listen", "fd:mcp", "--", PY], "FileDescriptorName=mcp"),
 ]
 
 
