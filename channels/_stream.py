@@ -50,6 +50,29 @@ def send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
     return None
 
 
+def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> int:
+    """Write to the fd ``send_fd`` returns what the kernel takes without waiting.
+
+    Returns how many bytes that was: 0 if the stream has no plain fd (TLS...) or is closed, so
+    that the caller's ``send_all`` decides what to raise, or if the kernel's buffer is full.
+
+    Raises:
+        trio.ClosedResourceError: the fd was closed under us.
+        trio.BrokenResourceError: the write failed (the peer reset the connection...).
+    """
+    fd = send_fd() if send_fd is not None else -1
+    if fd < 0:
+        return 0
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        if exc.errno == errno.EBADF:
+            raise trio.ClosedResourceError("stream was closed") from None
+        raise trio.BrokenResourceError(f"write failed: {exc}") from exc
+
+
 @final
 class StreamChannel(MessageChannel):
     """Newline-framed JSON-RPC messages over a byte stream.
@@ -283,17 +306,9 @@ class StreamChannel(MessageChannel):
 
     def _write_now(self, data: bytes) -> int:
         """Write what the kernel takes without waiting; return how many bytes that was."""
-        fd = self._send_fd() if self._send_fd is not None else -1
-        if fd < 0 or self._closed:
-            return 0  # not a plain fd, or closed: send_all decides what to raise
-        try:
-            return os.write(fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("stream was closed") from None
-            raise trio.BrokenResourceError(f"write failed: {exc}") from exc
+        if self._closed:
+            return 0  # send_all decides what to raise
+        return write_now(self._send_fd, data)
 
     async def send_eof(self) -> None:
         """Half-close: the peer sees ``EndOfChannel``; receiving goes on.

@@ -15,7 +15,6 @@ README's Performance section.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 from collections import deque
@@ -29,7 +28,7 @@ from websockets.protocol import Protocol, State
 from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._errors import InvalidMessage, SendTimeout
 from ._jsonrpc import JSONObject, decode, encode, validate
-from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE, send_fd_getter
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE, send_fd_getter, write_now
 
 logger = logging.getLogger("channels.websocket")
 
@@ -333,7 +332,7 @@ class WebSocketChannel(MessageChannel):
         except trio.WouldBlock:
             await self._write_lock.acquire()
         try:
-            sent = self._write_now(data)
+            sent = write_now(self._send_fd, data)
             if sent < len(data):
                 try:
                     await self._write_rest(memoryview(data)[sent:])
@@ -351,19 +350,6 @@ class WebSocketChannel(MessageChannel):
             raise
         finally:
             self._write_lock.release()
-
-    def _write_now(self, data: bytes) -> int:
-        fd = self._send_fd() if self._send_fd is not None else -1
-        if fd < 0:
-            return 0
-        try:
-            return os.write(fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("stream was closed") from None
-            raise trio.BrokenResourceError(f"write failed: {exc}") from exc
 
     async def _write_rest(self, data: memoryview) -> None:
         if self.send_timeout is None:
