@@ -331,18 +331,18 @@ class WebSocketChannel(MessageChannel):
         """Write what the protocol has queued (``data_to_send()``: a pong, a close frame, EOF)."""
         if data and not self._write_broken:
             try:
-                await self._write(b"".join(data))
+                # b"" is the protocol's cue to end TCP (SEND_EOF).
+                await self._write(b"".join(data), eof=b"" in data)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the reading side will find out
-        if b"" in data and isinstance(self._stream, trio.abc.HalfCloseableStream):
-            try:
-                await self._stream.send_eof()  # the protocol's cue to end TCP (SEND_EOF)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
 
-    async def _write(self, data: bytes) -> bool:
-        """Write ``data`` whole; True if that had to wait (and so yielded)."""
-        if not data:
+    async def _write(self, data: bytes, *, eof: bool = False) -> bool:
+        """Write ``data`` whole, then half-close TCP if ``eof``; True if that had to wait.
+
+        Holds the write lock throughout, so that no other write, and no EOF, can come between
+        the parts of a frame.
+        """
+        if not data and not eof:
             return False
         if self._writing:
             await self._write_waiters.park()  # returns holding the lock: _release_write hands it over
@@ -359,6 +359,8 @@ class WebSocketChannel(MessageChannel):
                     self._write_broken = True
                     raise
             self.bytes_sent += len(data)
+            if eof and isinstance(self._stream, trio.abc.HalfCloseableStream):
+                await self._stream.send_eof()
             return sent < len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._write_broken = True
@@ -468,10 +470,8 @@ class WebSocketChannel(MessageChannel):
                 scope.shield = True
                 if self._protocol.state is State.OPEN:
                     self._protocol.send_close(reason.value, _short(detail))
-                    await self._write(b"".join(self._protocol.data_to_send()))
                 self._discard_available()
-                if isinstance(self._stream, trio.abc.HalfCloseableStream):
-                    await self._stream.send_eof()
+                await self._write(b"".join(self._protocol.data_to_send()), eof=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
