@@ -38,6 +38,7 @@ from ._connect import EXIT_UNAVAILABLE, run_connect
 from ._daemon import Daemon, ServeConfig
 from ._errors import ChildStartError, ConfigError
 from ._limits import Limits, parse_duration, parse_size
+from ._logs import configure_logging
 from ._supervisor import CrashLoop, RestartPolicy
 from ._systemd import Notifier
 
@@ -145,6 +146,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log verbosity on stderr (default: info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text for people (default), or json: one JSON object per line, for log shippers",
     )
     parser.add_argument("--version", action="version", version=f"mcp-bridge {_version()}")
 
@@ -658,18 +665,12 @@ async def serve(config: ServeConfig) -> int:
     return EXIT_OK
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-bridge``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["connect"]:
         options = connect_parser().parse_args(args[1:])
-        _configure_logging(options.log_level)
+        configure_logging(options.log_level, options.log_format)
         try:
             address = parse_address(options.address)
             connect_options = build_connect_options(options)
@@ -684,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = args.index("--")
         args, command = args[:split], args[split + 1 :]
     options = serve_parser().parse_args(args)
-    _configure_logging(options.log_level)
+    configure_logging(options.log_level, options.log_format)
     try:
         config = build_serve_config(options, command)
         return trio.run(serve, config)

@@ -548,6 +548,37 @@ async def test_logs_go_to_stderr_and_nothing_is_written_to_stdout(sock_dir: Path
         assert expected in log
 
 
+async def test_json_logs_are_one_object_per_line_with_time_level_logger_and_message(
+    sock_dir: Path,
+) -> None:
+    sock = sock_dir / "s.sock"
+    with trio.fail_after(TIMEOUT):
+        async with spawned_bridge(
+            "--log-format",
+            "json",
+            "--child",
+            "per-connection",
+            "--listen",
+            f"unix:{sock}",
+            "--",
+            *example_server("--stderr-flood", "3"),
+        ) as bridge:
+            await bridge.stderr.wait_for(r"listening on unix:")
+            client = await LineClient.open(f"unix:{sock}")
+            try:
+                assert result_text(await client.call(1, "echo", text="hi")) == "hi"
+                await bridge.stderr.wait_for(r"example server: stderr line 2")
+            finally:
+                await client.aclose()
+            bridge.process.send_signal(signal.SIGTERM)
+            assert await bridge.exit_code() == EXIT_OK
+    entries = [json.loads(line) for line in bridge.stderr.lines if line]
+    assert {entry["level"] for entry in entries} >= {"info"}
+    assert all(set(entry) >= {"time", "level", "logger", "message"} for entry in entries)
+    assert any(entry["message"].startswith("listening on unix:") for entry in entries)
+    assert entries[0]["time"].endswith("+00:00")
+
+
 async def test_serving_stdio_puts_only_json_rpc_on_stdout_and_exits_0_on_stdin_eof() -> None:
     requests = [request(1, "ping"), call("two", "echo", text="over stdio"), call(3, "sleep", seconds=0.2)]
     stdin = b"".join(json.dumps(message).encode() + b"\n" for message in requests)
