@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import grp
 import logging
 import os
@@ -10,7 +11,7 @@ import pwd
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from importlib import metadata
 from typing import TypeVar
@@ -41,6 +42,7 @@ from ._limits import Limits, parse_duration, parse_size
 from ._logs import configure_logging
 from ._supervisor import CrashLoop, RestartPolicy
 from ._systemd import Notifier
+from ._tap import Tap
 
 logger = logging.getLogger("bridge")
 
@@ -383,6 +385,12 @@ def serve_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help=f"close a WebSocket whose pong takes longer (default: {ListenOptions().ping_timeout:g}s)",
     )
+    parser.add_argument(
+        "--tap",
+        metavar="FILE",
+        help="debugging: append every message to and from clients to FILE as JSON Lines "
+        "(created 0600; off by default)",
+    )
     bounds.add_argument(
         "--request-timeout",
         type=_duration("--request-timeout"),
@@ -630,12 +638,34 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
     )
 
 
-async def serve(config: ServeConfig) -> int:
+async def serve(config: ServeConfig, tap_path: str | None = None) -> int:
     """Run the daemon with signal handling; return the exit code.
 
     The first SIGTERM/SIGINT stops gracefully, the second stops at once.
     """
-    daemon = Daemon(config)
+    with _open_tap(tap_path) as tap:
+        return await _serve(Daemon(config, tap=tap))
+
+
+@contextlib.contextmanager
+def _open_tap(path: str | None) -> Iterator[Tap | None]:
+    """The ``--tap`` file, created owner-only (messages may hold secrets) and appended to.
+
+    Raises:
+        ConfigError: it cannot be opened.
+    """
+    if path is None:
+        yield None
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"--tap {path}: {exc.strerror}") from None
+    with open(fd, "w", encoding="utf-8") as file:
+        yield Tap(file)
+
+
+async def _serve(daemon: Daemon) -> int:
     notifier = Notifier.from_environment()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
@@ -688,7 +718,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(options.log_level, options.log_format)
     try:
         config = build_serve_config(options, command)
-        return trio.run(serve, config)
+        return trio.run(serve, config, options.tap)
     except Exception as exc:
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, CrashLoop) for leaf in leaves):

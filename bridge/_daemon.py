@@ -50,6 +50,7 @@ from ._pool import ChildPool
 from ._relay import BATCH, Relay
 from ._shared import SharedChild
 from ._supervisor import RestartPolicy, SupervisorState
+from ._tap import Tap
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -154,6 +155,8 @@ class Daemon:
     """
 
     config: ServeConfig
+    tap: Tap | None = None
+    """Where to record every message to and from clients (``--tap``), or ``None``."""
     addresses: list[str] = attrs.field(init=False, factory=list)
     """The bound addresses (real ports included), once :meth:`run` has started."""
     _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -412,7 +415,8 @@ class Daemon:
                         await self._refuse_over_cap(client)
                         return
                     try:
-                        ending = await self._serve_client(client)
+                        served = self.tap.channel(client) if self.tap is not None else client
+                        ending = await self._serve_client(served)
                     finally:
                         release()
                     await client.aclose_with(close_reason(ending))

@@ -614,3 +614,37 @@ async def test_the_default_child_mode_is_auto_and_the_choice_is_logged_with_its_
             await bridge.stderr.wait_for(r"listening on unix:")
             bridge.process.send_signal(signal.SIGTERM)
             assert await bridge.exit_code() == EXIT_OK
+
+
+async def test_tap_records_every_message_to_and_from_clients_in_a_private_file(sock_dir: Path) -> None:
+    sock, tap = sock_dir / "s.sock", sock_dir / "tap.jsonl"
+    with trio.fail_after(TIMEOUT):
+        async with spawned_bridge(
+            "--tap",
+            str(tap),
+            "--child",
+            "per-connection",
+            "--listen",
+            f"unix:{sock}",
+            "--",
+            *example_server(),
+        ) as bridge:
+            await bridge.stderr.wait_for(r"listening on unix:")
+            client = await LineClient.open(f"unix:{sock}")
+            try:
+                assert result_text(await client.call("a:1", "echo", text="tapped")) == "tapped"
+                await client.send_raw(b"not json\n")
+                assert (await client.receive())["error"]["code"] == -32700
+            finally:
+                await client.aclose()
+            bridge.process.send_signal(signal.SIGTERM)
+            assert await bridge.exit_code() == EXIT_OK
+    assert stat.S_IMODE(os.stat(tap).st_mode) == 0o600
+    records = [json.loads(line) for line in tap.read_text().splitlines()]
+    assert [(r["direction"], r["message"].get("id")) for r in records] == [
+        ("in", "a:1"),
+        ("out", "a:1"),
+        ("out", None),  # the bridge's own -32700 for the line that was not JSON
+    ]
+    assert records[0]["message"]["params"]["arguments"] == {"text": "tapped"}
+    assert records[0]["client"].startswith(f"unix {sock}") and records[0]["client"].endswith("#1")
