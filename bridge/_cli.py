@@ -24,6 +24,7 @@ from channels import (
     CredentialError,
     ListenError,
     ListenOptions,
+    TcpAddress,
     TokenSet,
     address_schemes,
     client_token_from_env,
@@ -34,6 +35,7 @@ from channels import (
     tokens_from_file,
 )
 
+from ._admin import admin_address, serve_admin
 from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
 from ._daemon import Daemon, ServeConfig
@@ -386,6 +388,12 @@ def serve_parser() -> argparse.ArgumentParser:
         help=f"close a WebSocket whose pong takes longer (default: {ListenOptions().ping_timeout:g}s)",
     )
     parser.add_argument(
+        "--admin",
+        metavar="ADDRESS",
+        help="serve /healthz, /readyz and /metrics (Prometheus) over HTTP on this loopback "
+        "address, e.g. tcp:127.0.0.1:9100",
+    )
+    parser.add_argument(
         "--tap",
         metavar="FILE",
         help="debugging: append every message to and from clients to FILE as JSON Lines "
@@ -638,13 +646,13 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
     )
 
 
-async def serve(config: ServeConfig, tap_path: str | None = None) -> int:
+async def serve(config: ServeConfig, tap_path: str | None = None, admin: TcpAddress | None = None) -> int:
     """Run the daemon with signal handling; return the exit code.
 
     The first SIGTERM/SIGINT stops gracefully, the second stops at once.
     """
     with _open_tap(tap_path) as tap:
-        return await _serve(Daemon(config, tap=tap))
+        return await _serve(Daemon(config, tap=tap), admin)
 
 
 @contextlib.contextmanager
@@ -665,7 +673,7 @@ def _open_tap(path: str | None) -> Iterator[Tap | None]:
         yield Tap(file)
 
 
-async def _serve(daemon: Daemon) -> int:
+async def _serve(daemon: Daemon, admin: TcpAddress | None) -> int:
     notifier = Notifier.from_environment()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
@@ -685,6 +693,8 @@ async def _serve(daemon: Daemon) -> int:
             nursery.start_soon(watch_signals)
             async with trio.open_nursery() as running:
                 await running.start(daemon.run)
+                if admin is not None:
+                    await running.start(serve_admin, daemon, admin, daemon.config.child.name)
                 notifier.ready(daemon.describe())
                 running.start_soon(notifier.run, daemon.describe, daemon.healthy)
                 await daemon.wait_stopping()
@@ -718,7 +728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(options.log_level, options.log_format)
     try:
         config = build_serve_config(options, command)
-        return trio.run(serve, config, options.tap)
+        admin = admin_address(options.admin) if options.admin is not None else None
+        return trio.run(serve, config, options.tap, admin)
     except Exception as exc:
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, CrashLoop) for leaf in leaves):

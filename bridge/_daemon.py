@@ -16,8 +16,9 @@ cancelled; its child is still stopped in order, because that part is shielded.
 
 from __future__ import annotations
 
+import collections
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -125,6 +126,8 @@ class DaemonStatistics:
         child_restarts: restarts of the shared child since start (0 in per-connection mode).
         bytes_from_clients, bytes_to_clients: bytes read from and written to clients, framing
             included, over every connection since start.
+        connections_by_transport: connections accepted since start, by transport (``"unix"``,
+            ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
     """
 
     connections: int
@@ -138,6 +141,7 @@ class DaemonStatistics:
     child_restarts: int
     bytes_from_clients: int
     bytes_to_clients: int
+    connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -180,6 +184,7 @@ class Daemon:
     _connections_total: int = attrs.field(init=False, default=0)
     _connections_refused: int = attrs.field(init=False, default=0)
     _handshakes_failed: int = attrs.field(init=False, default=0)
+    _by_transport: collections.Counter[str] = attrs.field(init=False, factory=collections.Counter)
     _clients: set[MessageChannel] = attrs.field(init=False, factory=set)
     _bytes_of_closed: list[int] = attrs.field(init=False, factory=lambda: [0, 0])
     _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
@@ -202,7 +207,13 @@ class Daemon:
             bytes_from_clients=self._bytes_of_closed[0]
             + sum(client.bytes_received for client in self._clients),
             bytes_to_clients=self._bytes_of_closed[1] + sum(client.bytes_sent for client in self._clients),
+            connections_by_transport=dict(self._by_transport),
         )
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop has begun."""
+        return self._stopping.is_set()
 
     async def wait_stopping(self) -> None:
         """Return once a stop has begun (:meth:`stop`, a signal, or the stdio client leaving)."""
@@ -396,6 +407,7 @@ class Daemon:
         closes ``incoming`` after this returns.
         """
         self._connections_total += 1
+        self._by_transport[incoming.peer.transport] += 1
         limits = self.config.limits
         counted = self._connections < limits.max_connections and not self._stopping.is_set()
         if counted:

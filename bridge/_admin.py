@@ -1,0 +1,156 @@
+"""The admin endpoint (``--admin tcp:127.0.0.1:9100``): liveness, readiness and metrics over HTTP.
+
+* ``GET /healthz``: 200 while the daemon runs (liveness: the event loop answers).
+* ``GET /readyz``: 200 when it serves (listeners bound, a shared child up), else 503 with the
+  reason; a Kubernetes readiness probe or a load balancer's health check.
+* ``GET /metrics``: Prometheus text (:mod:`bridge._metrics`).
+
+HTTP/1.1 is parsed by h11; one request per connection (``Connection: close``), a 10 s header
+deadline and h11's 16 KiB header bound, so a slow or hostile client costs one task briefly. The
+endpoint binds loopback only: it has no authentication (put a proxy in front to expose it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from functools import partial
+
+import h11
+import trio
+
+from channels import TcpAddress
+
+from ._daemon import Daemon
+from ._errors import ConfigError
+from ._metrics import CONTENT_TYPE, render
+
+logger = logging.getLogger("bridge.admin")
+
+# A complete request may never take longer (HAProxy `timeout http-request`, the handshake bound).
+REQUEST_TIMEOUT = 10.0
+# h11's own default for max_incomplete_event_size: headers past this are refused.
+MAX_REQUEST_HEAD_BYTES = 16 * 1024
+RECEIVE_SIZE = 4096
+
+
+def admin_address(text: str) -> TcpAddress:
+    """Parse ``--admin``: a loopback ``tcp:HOST:PORT``.
+
+    Raises:
+        ConfigError: not ``tcp:``, or not a loopback host.
+    """
+    try:
+        address = TcpAddress.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"--admin {exc}") from None
+    host = address.host
+    loopback = host == "localhost" or _is_loopback_literal(host)
+    if not loopback:
+        raise ConfigError(
+            f"--admin {text}: the admin endpoint has no authentication and binds "
+            "loopback only (127.0.0.1, ::1 or localhost); put a proxy in front"
+        )
+    return address
+
+
+def _is_loopback_literal(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve_admin(
+    daemon: Daemon,
+    address: TcpAddress,
+    server: str,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the admin endpoint until cancelled; ``nursery.start`` returns the bound addresses.
+
+    Raises:
+        ConfigError: the address cannot be bound.
+    """
+    try:
+        listeners = await trio.open_tcp_listeners(address.port, host=address.host)
+    except OSError as exc:
+        raise ConfigError(f"--admin {address}: {exc.strerror or exc}") from None
+    bound = [
+        f"tcp:{listener.socket.getsockname()[0]}:{listener.socket.getsockname()[1]}" for listener in listeners
+    ]
+    for text in bound:
+        logger.info("admin endpoint on %s", text)
+    task_status.started(bound)
+    await trio.serve_listeners(partial(_handle, daemon, server), listeners)
+
+
+async def _handle(daemon: Daemon, server: str, stream: trio.SocketStream) -> None:
+    connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+    try:
+        with trio.move_on_after(REQUEST_TIMEOUT):
+            request = await _read_request(connection, stream)
+            if request is None:
+                return
+            status, content_type, body, extra = _route(daemon, server, request)
+            if request.method == b"HEAD":
+                body = b""
+            headers = [
+                ("content-type", content_type),
+                ("content-length", str(len(body))),
+                ("connection", "close"),
+                *extra,
+            ]
+            data = connection.send(h11.Response(status_code=status, headers=headers))
+            data += connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage())
+            await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+async def _read_request(connection: h11.Connection, stream: trio.SocketStream) -> h11.Request | None:
+    """The request head, or ``None`` after answering a malformed one with 400 (or the peer left)."""
+    while True:
+        try:
+            event = connection.next_event()
+        except h11.RemoteProtocolError as exc:
+            body = f"bad request: {exc}\n".encode()
+            response = h11.Response(
+                status_code=exc.error_status_hint,
+                headers=[
+                    ("content-type", "text/plain"),
+                    ("content-length", str(len(body))),
+                    ("connection", "close"),
+                ],
+            )
+            await stream.send_all(
+                connection.send(response)
+                + connection.send(h11.Data(data=body))
+                + connection.send(h11.EndOfMessage())
+            )
+            return None
+        if event is h11.NEED_DATA:
+            data = await stream.receive_some(RECEIVE_SIZE)
+            connection.receive_data(data)
+            continue
+        if isinstance(event, h11.Request):
+            return event
+        return None  # the peer closed before a request
+
+
+def _route(
+    daemon: Daemon, server: str, request: h11.Request
+) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+    if request.method not in (b"GET", b"HEAD"):
+        return 405, "text/plain", b"method not allowed\n", [("allow", "GET, HEAD")]
+    path = request.target.partition(b"?")[0]
+    if path == b"/healthz":
+        return 200, "text/plain", b"ok\n", []
+    if path == b"/readyz":
+        ready = daemon.healthy() and not daemon.stopping
+        return (200 if ready else 503), "text/plain", (daemon.describe() + "\n").encode(), []
+    if path == b"/metrics":
+        text = render(daemon.statistics(), server=server, healthy=daemon.healthy())
+        return 200, CONTENT_TYPE, text.encode(), []
+    return 404, "text/plain", b"not found: try /healthz, /readyz or /metrics\n", []

@@ -1,0 +1,99 @@
+"""Prometheus metrics in the text exposition format (version 0.0.4), rendered from a snapshot.
+
+Sans-IO: :func:`render` turns :class:`~bridge.DaemonStatistics` and the supervisor's state into
+the text Prometheus scrapes; the admin endpoint (:mod:`bridge._admin`) serves it. The format is
+simple enough not to need a client library (which would bring its own registry and threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ._daemon import DaemonStatistics
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX = "mcp_bridge_"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
+) -> list[str]:
+    lines = [f"# HELP {PREFIX}{name} {help_text}", f"# TYPE {PREFIX}{name} {kind}"]
+    for labels, value in samples:
+        label_text = ",".join(f'{key}="{_escape(text)}"' for key, text in sorted(labels.items()))
+        lines.append(
+            f"{PREFIX}{name}{{{label_text}}} {value:g}" if label_text else f"{PREFIX}{name} {value:g}"
+        )
+    return lines
+
+
+def render(stats: DaemonStatistics, *, server: str, healthy: bool) -> str:
+    """The metrics of one bridge, labelled ``server="NAME"``."""
+    base = {"server": server}
+    by_transport = [
+        ({**base, "transport": transport}, count)
+        for transport, count in sorted(stats.connections_by_transport.items())
+    ]
+    families = [
+        _family(
+            "up",
+            "gauge",
+            "1 while the bridge is healthy (listening, shared child ready).",
+            [(base, 1 if healthy else 0)],
+        ),
+        _family("connections", "gauge", "Client connections being served.", [(base, stats.connections)]),
+        _family(
+            "connections_accepted_total",
+            "counter",
+            "Client connections accepted, by transport (refused ones included).",
+            by_transport or [({**base, "transport": "none"}, 0)],
+        ),
+        _family(
+            "connections_refused_total",
+            "counter",
+            "Connections refused: over --max-connections, or their child failed to start.",
+            [(base, stats.connections_refused)],
+        ),
+        _family(
+            "handshakes_failed_total",
+            "counter",
+            "Connections that failed TLS, the WebSocket upgrade or authentication.",
+            [(base, stats.handshakes_failed)],
+        ),
+        _family(
+            "requests_in_flight", "gauge", "Requests awaiting a reply.", [(base, stats.requests_in_flight)]
+        ),
+        _family("children", "gauge", "Child processes serving clients.", [(base, stats.children)]),
+        _family(
+            "children_prespawned",
+            "gauge",
+            "Children started ahead of connections.",
+            [(base, stats.prespawned)],
+        ),
+        _family(
+            "child_restarts_total", "counter", "Restarts of the shared child.", [(base, stats.child_restarts)]
+        ),
+        _family(
+            "child_dropped_lines_total",
+            "counter",
+            "Lines from children dropped because they were not JSON-RPC.",
+            [(base, stats.child_garbage_lines)],
+        ),
+        _family(
+            "received_bytes_total",
+            "counter",
+            "Bytes read from clients, framing included.",
+            [(base, stats.bytes_from_clients)],
+        ),
+        _family(
+            "sent_bytes_total",
+            "counter",
+            "Bytes written to clients, framing included.",
+            [(base, stats.bytes_to_clients)],
+        ),
+    ]
+    return "\n".join(line for family in families for line in family) + "\n"

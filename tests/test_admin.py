@@ -1,0 +1,147 @@
+"""The admin endpoint: liveness, readiness and Prometheus metrics over HTTP (h11), loopback only."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import trio
+
+from bridge import ChildSpec, ServeConfig, open_bridge
+from bridge._admin import serve_admin
+from bridge._daemon import DaemonStatistics
+from bridge._metrics import render
+from channels import TcpAddress
+
+from conftest import LineClient, bridge_process, call, example_server, poll, result_text
+from test_cli import run_bridge
+
+TIMEOUT = 20
+
+
+async def http(port: int, raw: bytes) -> tuple[int, dict[str, str], str]:
+    """Send ``raw`` (a whole request) and read the response until the server closes."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(raw)
+        data = b""
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode().split("\r\n")
+    headers = {
+        name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)
+    }
+    return int(status_line.split()[1]), headers, body.decode()
+
+
+def get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+
+
+def admin_port(lines: list[str]) -> int:
+    for line in lines:
+        if match := re.search(r"admin endpoint on tcp:127\.0\.0\.1:(\d+)", line):
+            return int(match.group(1))
+    raise AssertionError("no admin endpoint logged:\n" + "\n".join(lines))
+
+
+async def test_healthz_readyz_and_metrics_answer_on_the_admin_address(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process(
+            "--admin",
+            "tcp:127.0.0.1:0",
+            "--name",
+            "demo",
+            "--child",
+            "per-connection",
+            "--listen",
+            f"unix:{sock_dir}/s.sock",
+            "--",
+            *example_server(),
+        ) as bridge:
+            await poll(lambda: any("admin endpoint on" in line for line in bridge.stderr_lines))
+            port = admin_port(bridge.stderr_lines)
+            assert (await http(port, get("/healthz")))[0] == 200
+            status, _, body = await http(port, get("/readyz"))
+            assert status == 200 and body.startswith("serving 0 clients")
+            client = await LineClient.open(bridge.addresses[0])
+            assert result_text(await client.call(1, "echo", text="counted")) == "counted"
+            status, headers, metrics = await http(port, get("/metrics"))
+            await client.aclose()
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert 'mcp_bridge_up{server="demo"} 1' in metrics
+    assert 'mcp_bridge_connections{server="demo"} 1' in metrics
+    assert 'mcp_bridge_connections_accepted_total{server="demo",transport="unix"} 1' in metrics
+    assert re.search(r'mcp_bridge_received_bytes_total\{server="demo"\} [1-9]', metrics)
+    assert "# TYPE mcp_bridge_child_restarts_total counter" in metrics
+
+
+async def test_the_admin_endpoint_refuses_other_methods_paths_and_malformed_requests(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process(
+            "--admin", "tcp:127.0.0.1:0", "--listen", f"unix:{sock_dir}/s.sock", "--", *example_server()
+        ) as bridge:
+            await poll(lambda: any("admin endpoint on" in line for line in bridge.stderr_lines))
+            port = admin_port(bridge.stderr_lines)
+            post = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+            status, headers, _ = await http(port, post)
+            assert (status, headers["allow"]) == (405, "GET, HEAD")
+            assert (await http(port, get("/secrets")))[0] == 404
+            assert (await http(port, b"NOT HTTP AT ALL\r\n\r\n"))[0] == 400
+            assert (await http(port, get("/healthz")))[0] == 200  # still serving
+
+
+async def test_an_admin_address_beyond_loopback_is_a_configuration_error(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge(
+            "--admin", "tcp:0.0.0.0:9100", "--listen", f"unix:{sock_dir}/s.sock", "--", *example_server()
+        )
+    assert result.returncode == 78
+    assert "binds loopback only" in result.stderr.decode()
+
+
+def test_metrics_render_in_the_prometheus_text_format() -> None:
+    stats = DaemonStatistics(
+        connections=2,
+        connections_total=5,
+        connections_refused=1,
+        handshakes_failed=1,
+        requests_in_flight=3,
+        children=2,
+        prespawned=0,
+        child_garbage_lines=4,
+        child_restarts=1,
+        bytes_from_clients=10,
+        bytes_to_clients=20,
+        connections_by_transport={"ws": 3, "tcp": 2},
+    )
+    text = render(stats, server='a"b', healthy=False)
+    assert 'mcp_bridge_up{server="a\\"b"} 0' in text
+    assert 'mcp_bridge_connections_accepted_total{server="a\\"b",transport="tcp"} 2' in text
+    assert text.endswith("\n") and all(
+        line.startswith("#") or re.fullmatch(r"mcp_bridge_\w+\{[^}]*\} \d+", line)
+        for line in text.splitlines()
+    )
+
+
+async def test_readyz_answers_503_once_a_graceful_stop_has_begun(sock_dir: Path) -> None:
+    config = ServeConfig(
+        listen=[f"unix:{sock_dir}/s.sock"],
+        child=ChildSpec(argv=list(example_server())),
+        child_mode="per-connection",
+    )
+    with trio.fail_after(TIMEOUT):
+        async with open_bridge(config) as daemon, trio.open_nursery() as nursery:
+            [admin] = await nursery.start(serve_admin, daemon, TcpAddress("127.0.0.1", 0), "demo")
+            port = int(admin.rpartition(":")[2])
+            client = await LineClient.open(daemon.addresses[0])
+            await client.send(call(1, "sleep", seconds=1))
+            await poll(lambda: daemon.statistics().requests_in_flight == 1)
+            daemon.stop()  # draining: the request in flight may finish, nothing new is taken
+            status, _, body = await http(port, get("/readyz"))
+            assert (status, body.split(":")[0]) == (503, "stopping")
+            assert (await http(port, get("/healthz")))[0] == 200  # alive all the same
+            assert result_text(await client.receive()) == "slept"
+            await client.aclose()
+            nursery.cancel_scope.cancel()
