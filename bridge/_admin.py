@@ -151,6 +151,8 @@ def _route(
         ready = daemon.healthy() and not daemon.stopping
         return (200 if ready else 503), "text/plain", (daemon.describe() + "\n").encode(), []
     if path == b"/metrics":
-        text = render(daemon.statistics(), server=server, healthy=daemon.healthy())
+        text = render(
+            daemon.statistics(), server=server, healthy=daemon.healthy(), requests=daemon.request_metrics
+        )
         return 200, CONTENT_TYPE, text.encode(), []
     return 404, "text/plain", b"not found: try /healthz, /readyz or /metrics\n", []

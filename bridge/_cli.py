@@ -42,6 +42,7 @@ from ._daemon import Daemon, ServeConfig
 from ._errors import ChildStartError, ConfigError
 from ._limits import Limits, parse_duration, parse_size
 from ._logs import configure_logging
+from ._requests import RequestMetrics
 from ._supervisor import CrashLoop, RestartPolicy
 from ._systemd import Notifier
 from ._tap import Tap
@@ -652,7 +653,8 @@ async def serve(config: ServeConfig, tap_path: str | None = None, admin: TcpAddr
     The first SIGTERM/SIGINT stops gracefully, the second stops at once.
     """
     with _open_tap(tap_path) as tap:
-        return await _serve(Daemon(config, tap=tap), admin)
+        metrics = RequestMetrics() if admin is not None else None
+        return await _serve(Daemon(config, tap=tap, request_metrics=metrics), admin)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,7 @@ from ._limits import Limits
 from ._peeked import PeekedChannel
 from ._pool import ChildPool
 from ._relay import BATCH, Relay
+from ._requests import RequestMetrics
 from ._shared import SharedChild
 from ._supervisor import RestartPolicy, SupervisorState
 from ._tap import Tap
@@ -161,6 +162,8 @@ class Daemon:
     config: ServeConfig
     tap: Tap | None = None
     """Where to record every message to and from clients (``--tap``), or ``None``."""
+    request_metrics: RequestMetrics | None = None
+    """Where to count and time requests (with ``--admin``), or ``None`` (no cost then)."""
     addresses: list[str] = attrs.field(init=False, factory=list)
     """The bound addresses (real ports included), once :meth:`run` has started."""
     _stopping: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -428,6 +431,8 @@ class Daemon:
                         return
                     try:
                         served = self.tap.channel(client) if self.tap is not None else client
+                        if self.request_metrics is not None:
+                            served = self.request_metrics.channel(served)
                         ending = await self._serve_client(served)
                     finally:
                         release()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ._daemon import DaemonStatistics
+from ._requests import BUCKETS, RequestMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "mcp_bridge_"
@@ -19,10 +20,8 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _family(
-    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
-) -> list[str]:
-    lines = [f"# HELP {PREFIX}{name} {help_text}", f"# TYPE {PREFIX}{name} {kind}"]
+def _samples(name: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> list[str]:
+    lines = []
     for labels, value in samples:
         label_text = ",".join(f'{key}="{_escape(text)}"' for key, text in sorted(labels.items()))
         lines.append(
@@ -31,8 +30,52 @@ def _family(
     return lines
 
 
-def render(stats: DaemonStatistics, *, server: str, healthy: bool) -> str:
-    """The metrics of one bridge, labelled ``server="NAME"``."""
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
+) -> list[str]:
+    return [f"# HELP {PREFIX}{name} {help_text}", f"# TYPE {PREFIX}{name} {kind}", *_samples(name, samples)]
+
+
+def _request_families(requests: RequestMetrics, base: Mapping[str, str]) -> list[list[str]]:
+    histogram = [
+        f"# HELP {PREFIX}request_duration_seconds From a request's arrival to its reply "
+        "being handed to the client.",
+        f"# TYPE {PREFIX}request_duration_seconds histogram",
+    ]
+    for klass, counts in sorted(requests.bucket_counts.items()):
+        labels = {**base, "method_class": klass}
+        running = 0
+        for bound, count in zip((*BUCKETS, float("inf")), counts, strict=True):
+            running += count
+            le = "+Inf" if bound == float("inf") else f"{bound:g}"
+            histogram.extend(_samples("request_duration_seconds_bucket", [({**labels, "le": le}, running)]))
+        total = requests.duration_sums.get(klass, 0.0)
+        histogram.extend(_samples("request_duration_seconds_sum", [(labels, total)]))
+        histogram.extend(_samples("request_duration_seconds_count", [(labels, running)]))
+    return [
+        _family(
+            "requests_total",
+            "counter",
+            "Requests received from clients, by method class.",
+            [({**base, "method_class": klass}, count) for klass, count in sorted(requests.requests.items())],
+        ),
+        _family(
+            "request_errors_total",
+            "counter",
+            "Error replies sent to clients (the child's or the bridge's), by class and code.",
+            [
+                ({**base, "method_class": klass, "code": str(code)}, count)
+                for (klass, code), count in sorted(requests.errors.items())
+            ],
+        ),
+        histogram,
+    ]
+
+
+def render(
+    stats: DaemonStatistics, *, server: str, healthy: bool, requests: RequestMetrics | None = None
+) -> str:
+    """The metrics of one bridge, labelled ``server="NAME"``; request metrics if given."""
     base = {"server": server}
     by_transport = [
         ({**base, "transport": transport}, count)
@@ -96,4 +139,6 @@ def render(stats: DaemonStatistics, *, server: str, healthy: bool) -> str:
             [(base, stats.bytes_to_clients)],
         ),
     ]
+    if requests is not None:
+        families.extend(_request_families(requests, base))
     return "\n".join(line for family in families for line in family) + "\n"

@@ -11,6 +11,7 @@ from bridge import ChildSpec, ServeConfig, open_bridge
 from bridge._admin import serve_admin
 from bridge._daemon import DaemonStatistics
 from bridge._metrics import render
+from bridge._requests import RequestMetrics
 from channels import TcpAddress
 
 from conftest import LineClient, bridge_process, call, example_server, poll, result_text
@@ -75,6 +76,12 @@ async def test_healthz_readyz_and_metrics_answer_on_the_admin_address(sock_dir: 
     assert 'mcp_bridge_connections_accepted_total{server="demo",transport="unix"} 1' in metrics
     assert re.search(r'mcp_bridge_received_bytes_total\{server="demo"\} [1-9]', metrics)
     assert "# TYPE mcp_bridge_child_restarts_total counter" in metrics
+    assert 'mcp_bridge_requests_total{method_class="tools",server="demo"} 1' in metrics
+    assert 'mcp_bridge_request_duration_seconds_count{method_class="tools",server="demo"} 1' in metrics
+    assert (
+        'mcp_bridge_request_duration_seconds_bucket{le="+Inf",method_class="tools",server="demo"} 1'
+        in metrics
+    )
 
 
 async def test_the_admin_endpoint_refuses_other_methods_paths_and_malformed_requests(sock_dir: Path) -> None:
@@ -89,6 +96,16 @@ async def test_the_admin_endpoint_refuses_other_methods_paths_and_malformed_requ
             assert (status, headers["allow"]) == (405, "GET, HEAD")
             assert (await http(port, get("/secrets")))[0] == 404
             assert (await http(port, b"NOT HTTP AT ALL\r\n\r\n"))[0] == 400
+            client = await LineClient.open(bridge.addresses[0])  # an error reply, counted by code
+            await client.send(call(1, "no-such-tool-here"))
+            await client.send({"jsonrpc": "2.0", "id": 2, "method": "nonexistent/method"})
+            assert (await client.receive())["id"] == 1 and "error" in await client.receive()
+            await client.aclose()
+            _, _, metrics = await http(port, get("/metrics"))
+            assert (
+                'mcp_bridge_request_errors_total{code="-32601",method_class="other",server="server"} 1'
+                in metrics
+            )
             assert (await http(port, get("/healthz")))[0] == 200  # still serving
 
 
@@ -116,13 +133,23 @@ def test_metrics_render_in_the_prometheus_text_format() -> None:
         bytes_to_clients=20,
         connections_by_transport={"ws": 3, "tcp": 2},
     )
-    text = render(stats, server='a"b', healthy=False)
+    requests = RequestMetrics()
+    requests.requests["tools"] += 2
+    requests.observe("tools", 0.003, None)
+    requests.observe("tools", 0.2, -32000)
+    text = render(stats, server='a"b', healthy=False, requests=requests)
     assert 'mcp_bridge_up{server="a\\"b"} 0' in text
     assert 'mcp_bridge_connections_accepted_total{server="a\\"b",transport="tcp"} 2' in text
-    assert text.endswith("\n") and all(
-        line.startswith("#") or re.fullmatch(r"mcp_bridge_\w+\{[^}]*\} \d+", line)
-        for line in text.splitlines()
+    assert (
+        'mcp_bridge_request_duration_seconds_bucket{le="0.005",method_class="tools",server="a\\"b"} 1' in text
     )
+    assert (
+        'mcp_bridge_request_duration_seconds_bucket{le="0.25",method_class="tools",server="a\\"b"} 2' in text
+    )
+    assert 'mcp_bridge_request_errors_total{code="-32000",method_class="tools",server="a\\"b"} 1' in text
+    sample = re.compile(r'mcp_bridge_\w+\{(\w+="(?:[^"\\]|\\.)*",?)*\} [-+\d.e]+')
+    assert text.endswith("\n")
+    assert all(line.startswith("#") or sample.fullmatch(line) for line in text.splitlines())
 
 
 async def test_readyz_answers_503_once_a_graceful_stop_has_begun(sock_dir: Path) -> None:
