@@ -17,7 +17,9 @@ from typing import final
 
 import attrs
 
-from channels import CloseReason, JSONObject, MessageChannel, PeerInfo
+from channels import JSONObject, MessageChannel
+
+from ._wrapped import WrappedChannel
 
 # Prometheus client libraries' default histogram buckets, in seconds, plus 30 s and 60 s for long
 # tool calls.
@@ -83,27 +85,13 @@ class RequestMetrics:
 
 
 @final
-class MeteredChannel(MessageChannel):
+class MeteredChannel(WrappedChannel):
     """Wraps a client channel (and owns it from then on); times each request to its reply."""
 
     def __init__(self, channel: MessageChannel, metrics: RequestMetrics) -> None:
-        self._channel = channel
+        super().__init__(channel)
         self._metrics = metrics
         self._pending: OrderedDict[tuple[type, object], tuple[str, float]] = OrderedDict()
-
-    @property
-    def peer(self) -> PeerInfo:
-        """The wrapped channel's peer."""
-        return self._channel.peer
-
-    @property
-    def send_timeout(self) -> float | None:
-        """The wrapped channel's send timeout."""
-        return self._channel.send_timeout
-
-    @send_timeout.setter
-    def send_timeout(self, value: float | None) -> None:
-        self._channel.send_timeout = value
 
     def _received(self, message: JSONObject) -> JSONObject:
         method = message.get("method")
@@ -150,15 +138,3 @@ class MeteredChannel(MessageChannel):
         """Send several, stopping the clock for the requests they answer."""
         self._sending(messages)
         await self._channel.send_many(messages)
-
-    async def send_eof(self) -> None:
-        """Half-close the wrapped channel."""
-        await self._channel.send_eof()
-
-    async def aclose(self) -> None:
-        """Close the wrapped channel."""
-        await self._channel.aclose()
-
-    async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
-        """Close the wrapped channel, telling the peer why where it can."""
-        await self._channel.aclose_with(reason, detail)

@@ -16,7 +16,9 @@ from typing import IO, final
 
 import attrs
 
-from channels import CloseReason, JSONObject, MessageChannel, PeerInfo
+from channels import JSONObject, MessageChannel
+
+from ._wrapped import WrappedChannel
 
 
 @attrs.define(eq=False)
@@ -45,27 +47,13 @@ class Tap:
 
 
 @final
-class TappedChannel(MessageChannel):
+class TappedChannel(WrappedChannel):
     """Wraps a channel (and owns it from then on); records every message received and sent."""
 
     def __init__(self, channel: MessageChannel, tap: Tap, client: str) -> None:
-        self._channel = channel
+        super().__init__(channel)
         self._tap = tap
         self._client = client
-
-    @property
-    def peer(self) -> PeerInfo:
-        """The wrapped channel's peer."""
-        return self._channel.peer
-
-    @property
-    def send_timeout(self) -> float | None:
-        """The wrapped channel's send timeout."""
-        return self._channel.send_timeout
-
-    @send_timeout.setter
-    def send_timeout(self, value: float | None) -> None:
-        self._channel.send_timeout = value
 
     async def receive(self) -> JSONObject:
         """Receive from the wrapped channel and record it (``in``)."""
@@ -88,15 +76,3 @@ class TappedChannel(MessageChannel):
         """Record the messages (``out``) and send them on the wrapped channel."""
         self._tap.record("out", self._client, messages)
         await self._channel.send_many(messages)
-
-    async def send_eof(self) -> None:
-        """Half-close the wrapped channel."""
-        await self._channel.send_eof()
-
-    async def aclose(self) -> None:
-        """Close the wrapped channel."""
-        await self._channel.aclose()
-
-    async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
-        """Close the wrapped channel, telling the peer why where it can."""
-        await self._channel.aclose_with(reason, detail)
