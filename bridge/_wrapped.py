@@ -8,8 +8,9 @@ from channels import CloseReason, JSONObject, MessageChannel, PeerInfo
 
 
 class WrappedChannel(MessageChannel):
-    """Delegates every operation to ``channel``, which it owns from then on (closing this closes
-    it). Subclasses override what they observe or change: receiving, sending.
+    """Delegates every operation to ``channel``, which it owns from then on.
+
+    Closing this closes it. Subclasses override what they observe or change: receiving, sending.
     """
 
     def __init__(self, channel: MessageChannel) -> None:
