@@ -257,7 +257,7 @@ class Daemon:
             logger.info(
                 "stopping: %d connections, %d requests in flight",
                 self._connections,
-                sum(relay.in_flight for relay in self._relays),
+                self.statistics().requests_in_flight,  # shared mode's included
             )
             self._stopping.set()
 
@@ -436,7 +436,7 @@ class Daemon:
                         ending = await self._serve_client(served)
                     finally:
                         release()
-                    await client.aclose_with(close_reason(ending))
+                    await client.aclose_with(close_reason(ending), ending)
                 finally:
                     self._clients.discard(client)
                     self._bytes_of_closed[0] += client.bytes_received
@@ -458,7 +458,7 @@ class Daemon:
         await self._refuse(
             client, TOO_MANY_CONNECTIONS, "Too many connections", "too-many-connections", limit=limit
         )
-        await client.aclose_with(close_reason("too-many-connections"))
+        await client.aclose_with(close_reason("too-many-connections"), "too many connections")
 
     async def _serve_client(self, client: MessageChannel) -> str:
         """Serve one established connection; return why it ended (a ``data.reason`` tag)."""

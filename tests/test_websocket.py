@@ -994,6 +994,7 @@ async def test_a_client_over_the_connection_cap_is_answered_by_id_then_closed_wi
     assert refused["error"]["code"] == -31003
     assert refused["error"]["data"] == {"reason": "too-many-connections", "limit": 1}
     assert closed.rcvd is not None and closed.rcvd.code == 1013
+    assert closed.rcvd.reason == "too many connections"
     assert result_text(reply) == "first still served"
     assert stats.connections_refused == 1 and stats.children == 1
 
