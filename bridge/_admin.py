@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Sequence
 from functools import partial
 
 import h11
@@ -23,7 +24,7 @@ from channels import TcpAddress
 
 from ._daemon import Daemon
 from ._errors import ConfigError
-from ._metrics import CONTENT_TYPE, render
+from ._metrics import CONTENT_TYPE, merge, render
 
 logger = logging.getLogger("bridge.admin")
 
@@ -62,9 +63,8 @@ def _is_loopback_literal(host: str) -> bool:
 
 
 async def serve_admin(
-    daemon: Daemon,
+    daemons: Sequence[Daemon],
     address: TcpAddress,
-    server: str,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -83,17 +83,17 @@ async def serve_admin(
     for text in bound:
         logger.info("admin endpoint on %s", text)
     task_status.started(bound)
-    await trio.serve_listeners(partial(_handle, daemon, server), listeners)
+    await trio.serve_listeners(partial(_handle, daemons), listeners)
 
 
-async def _handle(daemon: Daemon, server: str, stream: trio.SocketStream) -> None:
+async def _handle(daemons: Sequence[Daemon], stream: trio.SocketStream) -> None:
     connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
     try:
         with trio.move_on_after(REQUEST_TIMEOUT):
             request = await _read_request(connection, stream)
             if request is None:
                 return
-            status, content_type, body, extra = _route(daemon, server, request)
+            status, content_type, body, extra = _route(daemons, request)
             if request.method == b"HEAD":
                 body = b""
             headers = [
@@ -139,20 +139,30 @@ async def _read_request(connection: h11.Connection, stream: trio.SocketStream) -
         return None  # the peer closed before a request
 
 
-def _route(
-    daemon: Daemon, server: str, request: h11.Request
-) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+def _route(daemons: Sequence[Daemon], request: h11.Request) -> tuple[int, str, bytes, list[tuple[str, str]]]:
     if request.method not in (b"GET", b"HEAD"):
         return 405, "text/plain", b"method not allowed\n", [("allow", "GET, HEAD")]
     path = request.target.partition(b"?")[0]
     if path == b"/healthz":
         return 200, "text/plain", b"ok\n", []
     if path == b"/readyz":
-        ready = daemon.healthy() and not daemon.stopping
-        return (200 if ready else 503), "text/plain", (daemon.describe() + "\n").encode(), []
+        ready = all(daemon.healthy() and not daemon.stopping for daemon in daemons)
+        lines = [
+            daemon.describe() if len(daemons) == 1 else f"{daemon.config.child.name}: {daemon.describe()}"
+            for daemon in daemons
+        ]
+        return (200 if ready else 503), "text/plain", "".join(line + "\n" for line in lines).encode(), []
     if path == b"/metrics":
-        text = render(
-            daemon.statistics(), server=server, healthy=daemon.healthy(), requests=daemon.request_metrics
+        text = merge(
+            [
+                render(
+                    daemon.statistics(),
+                    server=daemon.config.child.name,
+                    healthy=daemon.healthy(),
+                    requests=daemon.request_metrics,
+                )
+                for daemon in daemons
+            ]
         )
         return 200, CONTENT_TYPE, text.encode(), []
     return 404, "text/plain", b"not found: try /healthz, /readyz or /metrics\n", []

@@ -101,6 +101,9 @@ class ServeConfig:
     child: ChildSpec
     limits: Limits = Limits()
     listen_options: ListenOptions = ListenOptions()
+    listener_options: tuple[ListenOptions | None, ...] = ()
+    """Per address in ``listen`` (same order), options that replace ``listen_options`` for it
+    (a configuration file's per-listener security settings); ``None`` or missing: the shared ones."""
     prespawn: int = 0
     child_mode: str = attrs.field(
         default="per-connection",
@@ -389,12 +392,15 @@ class Daemon:
             )
 
     async def _open_listeners(self) -> list[MessageListener]:
-        options = attrs.evolve(
-            self.config.listen_options, max_message_bytes=self.config.limits.max_client_message
-        )
+        own = self.config.listener_options
         listeners: list[MessageListener] = []
         try:
-            for address in self.config.listen:
+            for index, address in enumerate(self.config.listen):
+                chosen = own[index] if index < len(own) and own[index] is not None else None
+                options = attrs.evolve(
+                    chosen or self.config.listen_options,
+                    max_message_bytes=self.config.limits.max_client_message,
+                )
                 listeners.extend(await address.listen(options))
         except BaseException:
             for listener in listeners:

@@ -7,7 +7,7 @@ simple enough not to need a client library (which would bring its own registry a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ._daemon import DaemonStatistics
 from ._requests import BUCKETS, RequestMetrics
@@ -142,3 +142,26 @@ def render(
     if requests is not None:
         families.extend(_request_families(requests, base))
     return "\n".join(line for family in families for line in family) + "\n"
+
+
+def merge(texts: Sequence[str]) -> str:
+    """Several servers' metrics as one exposition.
+
+    Each family's HELP and TYPE come once, followed by every server's samples (Prometheus
+    refuses a family declared twice).
+    """
+    families: dict[str, list[str]] = {}
+    current: list[str] = []
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("# HELP "):
+                name = line.split()[2]
+                current = families.setdefault(name, [])
+                if not current:
+                    current.append(line)
+            elif line.startswith("# TYPE "):
+                if len(current) == 1:
+                    current.append(line)
+            else:
+                current.append(line)
+    return "".join(line + "\n" for lines in families.values() for line in lines)

@@ -160,7 +160,7 @@ async def test_readyz_answers_503_once_a_graceful_stop_has_begun(sock_dir: Path)
     )
     with trio.fail_after(TIMEOUT):
         async with open_bridge(config) as daemon, trio.open_nursery() as nursery:
-            [admin] = await nursery.start(serve_admin, daemon, TcpAddress("127.0.0.1", 0), "demo")
+            [admin] = await nursery.start(serve_admin, [daemon], TcpAddress("127.0.0.1", 0))
             port = int(admin.rpartition(":")[2])
             client = await LineClient.open(daemon.addresses[0])
             await client.send(call(1, "sleep", seconds=1))
