@@ -11,7 +11,7 @@ import pwd
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from importlib import metadata
 from typing import TypeVar
@@ -35,6 +35,7 @@ from channels import (
     tokens_from_file,
 )
 
+from . import _config as config_file
 from ._admin import admin_address, serve_admin
 from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
@@ -165,7 +166,9 @@ def serve_parser() -> argparse.ArgumentParser:
     limits = Limits()
     parser = argparse.ArgumentParser(
         prog="mcp-bridge",
-        usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]",
+        usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]\n"
+        "       mcp-bridge [serve] --config FILE [options]\n"
+        "       mcp-bridge check-config FILE",
         description="Launch a stdio MCP server and serve it on Unix sockets, TCP, TLS and WebSocket.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -174,9 +177,21 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen",
         action="append",
-        required=True,
+        default=[],
         metavar="ADDRESS",
         help=f"where to accept clients ({schemes}); repeat for several",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="serve the servers a TOML file describes (or a client's mcpServers JSON, *.json), "
+        "instead of --listen and a command",
+    )
+    parser.add_argument(
+        "--socket-dir",
+        default="/run/mcp-bridge",
+        metavar="DIR",
+        help="with an mcpServers JSON file: where each server's Unix socket goes (default: %(default)s)",
     )
     child = parser.add_argument_group("child process")
     child.add_argument("--name", default="server", help="the server's name in logs")
@@ -453,6 +468,24 @@ def connect_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resolve_group(text: str, *, flag: str = "--socket-group") -> int:
+    """A group id from a name or a number.
+
+    Raises:
+        ConfigError: no such group, naming ``flag``.
+    """
+    return _resolve_group(text, flag=flag)
+
+
+def resolve_user(text: str) -> int:
+    """A user id from a name or a number.
+
+    Raises:
+        ConfigError: no such user.
+    """
+    return _resolve_user(text)
+
+
 def _resolve_group(text: str, *, flag: str = "--socket-group") -> int:
     if text.isascii() and text.isdigit():
         return int(text)
@@ -492,10 +525,21 @@ def _load_tokens(options: argparse.Namespace) -> TokenSet | None:
     Raises:
         ConfigError: a source cannot be used (the message names it, never a token).
     """
+    return load_tokens(options.token_file, options.token_env, options.token_credential)
+
+
+def load_tokens(
+    files: Sequence[str], variables: Sequence[str], credentials: Sequence[str]
+) -> TokenSet | None:
+    """Every token from these files, environment variables and systemd credentials, or ``None``.
+
+    Raises:
+        ConfigError: a source cannot be used (the message names it, never a token).
+    """
     loaders = (
-        [partial(tokens_from_file, path) for path in options.token_file]
-        + [partial(tokens_from_env, name) for name in options.token_env]
-        + [partial(tokens_from_credential, name) for name in options.token_credential]
+        [partial(tokens_from_file, path) for path in files]
+        + [partial(tokens_from_env, name) for name in variables]
+        + [partial(tokens_from_credential, name) for name in credentials]
     )
     tokens: TokenSet | None = None
     for load in loaders:
@@ -647,14 +691,20 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
     )
 
 
-async def serve(config: ServeConfig, tap_path: str | None = None, admin: TcpAddress | None = None) -> int:
-    """Run the daemon with signal handling; return the exit code.
+async def serve(
+    configs: ServeConfig | Sequence[ServeConfig], tap_path: str | None = None, admin: TcpAddress | None = None
+) -> int:
+    """Run one daemon per configuration, with signal handling; return the exit code.
 
-    The first SIGTERM/SIGINT stops gracefully, the second stops at once.
+    The first SIGTERM/SIGINT stops every daemon gracefully, the second stops them at once.
     """
+    configs = [configs] if isinstance(configs, ServeConfig) else list(configs)
     with _open_tap(tap_path) as tap:
-        metrics = RequestMetrics() if admin is not None else None
-        return await _serve(Daemon(config, tap=tap, request_metrics=metrics), admin)
+        daemons = [
+            Daemon(config, tap=tap, request_metrics=RequestMetrics() if admin is not None else None)
+            for config in configs
+        ]
+        return await _serve(daemons, admin)
 
 
 @contextlib.contextmanager
@@ -675,8 +725,17 @@ def _open_tap(path: str | None) -> Iterator[Tap | None]:
         yield Tap(file)
 
 
-async def _serve(daemon: Daemon, admin: TcpAddress | None) -> int:
+async def _serve(daemons: list[Daemon], admin: TcpAddress | None) -> int:
     notifier = Notifier.from_environment()
+
+    def describe() -> str:
+        if len(daemons) == 1:
+            return daemons[0].describe()
+        return "; ".join(f"{daemon.config.child.name}: {daemon.describe()}" for daemon in daemons)
+
+    def healthy() -> bool:
+        return all(daemon.healthy() for daemon in daemons)
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 
@@ -687,23 +746,64 @@ async def _serve(daemon: Daemon, admin: TcpAddress | None) -> int:
                     name = signal.Signals(signum).name
                     if received == 1:
                         logger.info("%s received: stopping gracefully", name)
-                        daemon.stop()
+                        for daemon in daemons:
+                            daemon.stop()
                     else:
                         logger.warning("%s received again", name)
-                        daemon.stop_now()
+                        for daemon in daemons:
+                            daemon.stop_now()
 
             nursery.start_soon(watch_signals)
             async with trio.open_nursery() as running:
-                await running.start(daemon.run)
+                for daemon in daemons:
+                    await running.start(daemon.run)
                 if admin is not None:
-                    await running.start(serve_admin, daemon, admin, daemon.config.child.name)
-                notifier.ready(daemon.describe())
-                running.start_soon(notifier.run, daemon.describe, daemon.healthy)
-                await daemon.wait_stopping()
-                notifier.stopping(daemon.describe())
-                await daemon.wait_stopped()
+                    await running.start(serve_admin, daemons, admin)
+                notifier.ready(describe())
+                running.start_soon(notifier.run, describe, healthy)
+                async with trio.open_nursery() as first_stop:  # one stopping (stdio) stops them all
+                    for daemon in daemons:
+                        first_stop.start_soon(_cancel_after, daemon.wait_stopping, first_stop.cancel_scope)
+                for daemon in daemons:
+                    daemon.stop()
+                notifier.stopping(describe())
+                for daemon in daemons:
+                    await daemon.wait_stopped()
                 running.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def _cancel_after(wait: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
+    await wait()
+    scope.cancel()
+
+
+def check_config(argv: Sequence[str]) -> int:
+    """``mcp-bridge check-config FILE``: validate a configuration file without starting anything."""
+    parser = argparse.ArgumentParser(
+        prog="mcp-bridge check-config", description="Validate a configuration file; start nothing."
+    )
+    parser.add_argument("file", metavar="FILE", help="TOML, or a client's mcpServers JSON (*.json)")
+    parser.add_argument(
+        "--socket-dir",
+        default=config_file.DEFAULT_SOCKET_DIR,
+        metavar="DIR",
+        help="for mcpServers JSON: where each server's socket goes",
+    )
+    _add_common(parser)
+    options = parser.parse_args(argv)
+    configure_logging(options.log_level, options.log_format)
+    try:
+        configs = config_file.serve_configs(config_file.read(options.file, options.socket_dir))
+        for config in configs.values():
+            _check_command(config.child)
+    except ConfigError as exc:
+        for line in str(exc).splitlines():
+            logger.error("%s", line)
+        return EXIT_CONFIG
+    for line in config_file.describe(configs):
+        print(line)
     return EXIT_OK
 
 
@@ -720,18 +820,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             logger.error("%s", exc)
             return EXIT_CONFIG
         return trio.run(run_connect, address, connect_options)
+    if args[:1] == ["check-config"]:
+        return check_config(args[1:])
     if args[:1] == ["serve"]:
         args = args[1:]
     command: list[str] = []
     if "--" in args:
         split = args.index("--")
         args, command = args[:split], args[split + 1 :]
-    options = serve_parser().parse_args(args)
+    parser = serve_parser()
+    options = parser.parse_args(args)
+    if options.config is None and not options.listen:
+        parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
     configure_logging(options.log_level, options.log_format)
     try:
-        config = build_serve_config(options, command)
+        configs = _configs(options, command)
         admin = admin_address(options.admin) if options.admin is not None else None
-        return trio.run(serve, config, options.tap, admin)
+        return trio.run(serve, configs, options.tap, admin)
     except Exception as exc:
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, CrashLoop) for leaf in leaves):
@@ -743,6 +848,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_CONFIG
         logger.error("mcp-bridge failed", exc_info=exc)
         return EXIT_FAILURE
+
+
+def _configs(options: argparse.Namespace, command: Sequence[str]) -> list[ServeConfig]:
+    """The servers to run: from ``--config FILE``, or the command line's one.
+
+    Raises:
+        ConfigError: both or neither given, or a bad value.
+    """
+    if options.config is None:
+        if not options.listen:
+            raise ConfigError(
+                "nothing to serve: give --listen ADDRESS and a command after '--', or --config FILE"
+            )
+        return [build_serve_config(options, command)]
+    if options.listen or command:
+        raise ConfigError(
+            "--config FILE describes the servers and their listeners: drop --listen "
+            "and the command after '--'"
+        )
+    configs = config_file.serve_configs(config_file.read(options.config, options.socket_dir))
+    for config in configs.values():
+        _check_command(config.child)
+    return list(configs.values())
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -97,7 +97,7 @@ def test_the_socket_is_not_world_accessible_and_is_named_for_fd_listen() -> None
     socket = unit("mcp-bridge@.socket")["Socket"]
     assert socket["SocketMode"] == "0660"
     assert socket["FileDescriptorName"] == "mcp"
-    assert "--listen fd:mcp" in unit("mcp-bridge@.service")["Service"]["ExecStart"]
+    assert "--config /etc/mcp-bridge/%i.toml" in unit("mcp-bridge@.service")["Service"]["ExecStart"]
 
 
 def test_no_unit_hands_the_child_a_shell() -> None:

@@ -1,0 +1,351 @@
+"""The configuration file (``--config FILE``): many servers, each with its listeners, in TOML.
+
+The file's shape::
+
+    [servers.github]
+    command = ["npx", "-y", "@modelcontextprotocol/server-github"]
+    env = { GITHUB_TOKEN_FILE = "/run/credentials/mcp-bridge@github.service/token" }
+    child = "auto"
+
+    [[servers.github.listeners]]
+    kind = "unix"
+    path = "/run/mcp-bridge/github.sock"
+
+    [[servers.github.listeners]]
+    kind = "ws"
+    address = "127.0.0.1:7302"
+    path = "/mcp"
+    token_file = ["/etc/mcp-bridge/tokens"]
+
+A desktop client's ``mcpServers`` JSON (``{"mcpServers": {"name": {"command": ..., "args": [...],
+"env": {...}}}}``) is read too: each server gets a Unix socket ``SOCKET_DIR/NAME.sock``.
+
+attrs classes describe the file; cattrs structures it at this edge, with unknown keys refused.
+Every error names the path of the bad field and what was expected
+(``servers.github.listeners[1].path: expected a string``). Sizes and durations are written as on
+the command line ("4MiB", "30s").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+from channels import ListenOptions, parse_address
+
+from ._child import ChildSpec
+from ._daemon import ServeConfig
+from ._errors import ConfigError
+from ._limits import Limits, parse_duration, parse_size
+from ._supervisor import RestartPolicy
+
+LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "fd")
+CHILD_MODES = ("per-connection", "shared", "auto")
+# Where the servers of an imported mcpServers file get their sockets, unless told otherwise.
+DEFAULT_SOCKET_DIR = "/run/mcp-bridge"
+
+
+@attrs.frozen
+class ListenerEntry:
+    """One ``[[servers.NAME.listeners]]`` table."""
+
+    kind: str
+    path: str | None = None
+    address: str | None = None
+    name: str | None = None
+    socket_mode: str | None = None
+    socket_group: int | None = None
+    allow_uid: list[int] = attrs.field(factory=list)
+    allow_gid: list[int] = attrs.field(factory=list)
+    token_file: list[str] = attrs.field(factory=list)
+    token_env: list[str] = attrs.field(factory=list)
+    token_credential: list[str] = attrs.field(factory=list)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    allow_origin: list[str] = attrs.field(factory=list)
+    allow_host: list[str] = attrs.field(factory=list)
+    insecure_no_auth: bool = False
+
+
+@attrs.frozen
+class LimitsEntry:
+    """``[servers.NAME.limits]``: any of the command line's limits, in the same units."""
+
+    max_message: str | None = None
+    max_child_message: str | None = None
+    max_connections: int | None = None
+    max_in_flight: int | None = None
+    send_timeout: str | None = None
+    half_close_timeout: str | None = None
+    drain_timeout: str | None = None
+    stop_stdin_timeout: str | None = None
+    stop_term_timeout: str | None = None
+    request_timeout: str | None = None
+    handshake_timeout: str | None = None
+
+
+@attrs.frozen
+class ServerEntry:
+    """One ``[servers.NAME]`` table."""
+
+    command: list[str]
+    listeners: list[ListenerEntry]
+    env: dict[str, str] = attrs.field(factory=dict)
+    pass_env: list[str] = attrs.field(factory=list)
+    cwd: str | None = None
+    child: str = "auto"
+    start: str = "eager"
+    prespawn: int = 0
+    restart_limit: int = RestartPolicy().crash_limit
+    restart_window: str | None = None
+    limits: LimitsEntry = LimitsEntry()
+
+
+@attrs.frozen
+class ConfigFile:
+    """The whole file."""
+
+    servers: dict[str, ServerEntry]
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict(kind: type) -> Any:
+    """A structure hook that takes values of exactly ``kind`` (cattrs would turn 5 into "5")."""
+
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise ValueError(f"expected {kind.__name__}")
+        return value
+
+    return structure
+
+
+for _kind in (str, int, bool):
+    _converter.register_structure_hook(_kind, _strict(_kind))
+
+_EXPECTED = {
+    "expected str": "expected a string",
+    "expected int": "expected a whole number",
+    "expected bool": "expected true or false",
+    "expected list": "expected a list",
+    "expected dict": "expected a table",
+}
+
+
+def _describe(message: str) -> str:
+    """``servers.github.listeners[1].path: expected a string`` from a cattrs message."""
+    text, _, where = message.rpartition(" @ ")
+    path = re.sub(r"\['([^']*)'\]", r".\1", where.removeprefix("$")).lstrip(".")
+    for needle, plain in _EXPECTED.items():
+        if needle in text:
+            text = plain
+    if text.startswith("required field missing"):
+        text = "required, and missing"
+    elif text.startswith("extra fields found"):
+        text = "unknown keys " + text.removeprefix("extra fields found").strip() + " (check the spelling)"
+    return f"{path}: {text}" if path else text
+
+
+def structure(data: Any) -> ConfigFile:
+    """The file's data as :class:`ConfigFile`.
+
+    Raises:
+        ConfigError: every problem found, one per line, each naming its field.
+    """
+    try:
+        return _converter.structure(data, ConfigFile)
+    except cattrs.BaseValidationError as exc:
+        problems = [_describe(message) for message in cattrs.transform_error(exc)]
+        raise ConfigError("\n".join(problems)) from None
+
+
+def read(path: str, socket_dir: str = DEFAULT_SOCKET_DIR) -> ConfigFile:
+    """Read ``path``: TOML, or a client's ``mcpServers`` JSON (by its ``.json`` name).
+
+    Raises:
+        ConfigError: unreadable, not TOML/JSON, or not the expected shape (naming the field).
+    """
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: {exc.strerror}") from None
+    if path.endswith(".json"):
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--config {path}: not JSON ({exc})") from None
+        return structure(_from_mcp_servers(data, socket_dir))
+    try:
+        data = tomllib.loads(raw.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: not TOML ({exc})") from None
+    return structure(data)
+
+
+def _from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
+    """Turn ``{"mcpServers": {...}}`` into this file's shape."""
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
+        raise ConfigError('expected a JSON object with an "mcpServers" object in it')
+    servers: dict[str, Any] = {}
+    for name, entry in data["mcpServers"].items():
+        where = f"mcpServers.{name}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+            if isinstance(entry, dict) and "url" in entry:
+                raise ConfigError(
+                    f"{where}: a remote server (url) is not one mcp-bridge launches; remove it from the file"
+                )
+            raise ConfigError(f"{where}.command: expected a string")
+        args = entry.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+            raise ConfigError(f"{where}.args: expected a list of strings")
+        servers[name] = {
+            "command": [entry["command"], *args],
+            "env": entry.get("env", {}),
+            "listeners": [{"kind": "unix", "path": os.path.join(socket_dir, f"{name}.sock")}],
+        }
+    return {"servers": servers}
+
+
+def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
+    """The address text and the options of one listener.
+
+    Raises:
+        ConfigError: a field the kind needs is missing, or one is unusable.
+    """
+    from ._cli import load_tokens, resolve_group, resolve_user  # the command line's own rules
+
+    def need(field: str) -> str:
+        value = getattr(entry, field)
+        if not value:
+            raise ConfigError(f"{where}.{field}: required for kind = {entry.kind!r}")
+        return str(value)
+
+    if entry.kind == "unix":
+        address = f"unix:{need('path')}"
+    elif entry.kind in ("tcp", "tls"):
+        address = f"{entry.kind}:{need('address')}"
+    elif entry.kind in ("ws", "wss"):
+        address = f"{entry.kind}://{need('address')}{entry.path or '/'}"
+    elif entry.kind == "fd":
+        address = f"fd:{need('name')}"
+    else:
+        raise ConfigError(f"{where}.kind: expected one of {', '.join(LISTENER_KINDS)}")
+    try:
+        parse_address(address)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    mode = 0o600
+    if entry.socket_mode is not None:
+        try:
+            mode = int(entry.socket_mode, 8)
+        except ValueError:
+            raise ConfigError(f'{where}.socket_mode: expected octal bits such as "0660"') from None
+        if mode & ~0o770:
+            raise ConfigError(f'{where}.socket_mode: at most "0770" (no access for others)')
+    tokens = load_tokens(entry.token_file, entry.token_env, entry.token_credential)
+    options = ListenOptions(
+        socket_mode=mode,
+        socket_group=None if entry.socket_group is None else resolve_group(str(entry.socket_group)),
+        allow_uids=frozenset(resolve_user(str(uid)) for uid in entry.allow_uid),
+        allow_gids=frozenset(resolve_group(str(gid)) for gid in entry.allow_gid),
+        tokens=tokens,
+        tls_cert=entry.tls_cert,
+        tls_key=entry.tls_key,
+        tls_client_ca=entry.tls_client_ca,
+        allow_origins=frozenset(entry.allow_origin),
+        allow_hosts=frozenset(entry.allow_host),
+        allow_non_loopback=entry.insecure_no_auth,
+    )
+    if entry.kind in ("tls", "wss") and (entry.tls_cert is None or entry.tls_key is None):
+        raise ConfigError(f"{where}: kind = {entry.kind!r} needs tls_cert and tls_key")
+    return address, options
+
+
+def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, float | None]:
+    defaults = Limits()
+    values: dict[str, Any] = {}
+    for field in attrs.fields(LimitsEntry):
+        value = getattr(entry, field.name)
+        if value is None or field.name == "handshake_timeout":
+            continue
+        if field.name in ("max_message", "max_child_message"):
+            name = "max_client_message" if field.name == "max_message" else field.name
+            values[name] = parse_size(value, field=f"{where}.{field.name}")
+        elif field.name in ("max_connections", "max_in_flight"):
+            values[field.name] = value
+        else:
+            values[field.name] = parse_duration(value, field=f"{where}.{field.name}")
+    handshake = (
+        parse_duration(entry.handshake_timeout, field=f"{where}.handshake_timeout")
+        if entry.handshake_timeout is not None
+        else None
+    )
+    return attrs.evolve(defaults, **values), handshake
+
+
+def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
+    """One :class:`ServeConfig` per server, by name.
+
+    Raises:
+        ConfigError: a value that cannot work, naming its field.
+    """
+    if not config.servers:
+        raise ConfigError("servers: the file defines no server")
+    result = {}
+    for name, server in config.servers.items():
+        where = f"servers.{name}"
+        if not server.command:
+            raise ConfigError(f"{where}.command: expected the command and its arguments, got none")
+        if not server.listeners:
+            raise ConfigError(f"{where}.listeners: a server needs at least one listener")
+        if server.child not in CHILD_MODES:
+            raise ConfigError(f"{where}.child: expected one of {', '.join(CHILD_MODES)}")
+        if server.start not in ("eager", "lazy"):
+            raise ConfigError(f'{where}.start: expected "eager" or "lazy"')
+        limits, handshake = _limits(server.limits, f"{where}.limits")
+        addresses, options = [], []
+        for index, entry in enumerate(server.listeners):
+            address, listen_options = _listener(entry, f"{where}.listeners[{index}]")
+            if handshake is not None:
+                listen_options = attrs.evolve(listen_options, handshake_timeout=handshake)
+            addresses.append(address)
+            options.append(listen_options)
+        window = (
+            parse_duration(server.restart_window, field=f"{where}.restart_window")
+            if server.restart_window is not None
+            else RestartPolicy().crash_window
+        )
+        result[name] = ServeConfig(
+            listen=addresses,
+            listener_options=tuple(options),
+            child=ChildSpec(
+                argv=server.command, name=name, env=server.env, pass_env=server.pass_env, cwd=server.cwd
+            ),
+            limits=limits,
+            prespawn=server.prespawn,
+            child_mode=server.child,
+            start=server.start,
+            restart_policy=RestartPolicy(crash_limit=server.restart_limit, crash_window=window),
+        )
+    return result
+
+
+def describe(configs: Mapping[str, ServeConfig]) -> list[str]:
+    """One line per server, for ``check-config``."""
+    return [
+        f"{name}: {' '.join(config.child.argv)} on "
+        + ", ".join(str(address) for address in config.listen)
+        + f" ({config.child_mode})"
+        for name, config in configs.items()
+    ]
