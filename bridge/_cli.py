@@ -9,9 +9,8 @@ import logging
 import os
 import pwd
 import shutil
-import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from importlib import metadata
 from typing import TypeVar
@@ -36,16 +35,15 @@ from channels import (
 )
 
 from . import _config as config_file
-from ._admin import admin_address, serve_admin
+from ._admin import admin_address
 from ._child import ChildSpec
 from ._connect import EXIT_UNAVAILABLE, run_connect
-from ._daemon import Daemon, ServeConfig
+from ._daemon import ServeConfig
 from ._errors import ChildStartError, ConfigError
+from ._fleet import run_fleet
 from ._limits import Limits, parse_duration, parse_size
 from ._logs import configure_logging
-from ._requests import RequestMetrics
 from ._supervisor import CrashLoop, RestartPolicy
-from ._systemd import Notifier
 from ._tap import Tap
 
 logger = logging.getLogger("bridge")
@@ -70,7 +68,8 @@ examples:
 --child auto (the default) asks the server its protocol era: legacy servers get one
 child per connection; modern ones one shared child for modern clients, while
 legacy clients get their own. SIGTERM or SIGINT stops gracefully (in-flight
-requests finish within --drain-timeout); a second signal stops at once.
+requests finish within --drain-timeout); a second signal stops at once. With
+--config, SIGHUP reloads the file (mcp-bridge check-config FILE validates one).
 
 exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error, 69 cannot connect,
 75 the shared child kept crashing, 78 configuration error (bad address, socket in use,
@@ -692,19 +691,20 @@ def build_connect_options(options: argparse.Namespace) -> ConnectOptions:
 
 
 async def serve(
-    configs: ServeConfig | Sequence[ServeConfig], tap_path: str | None = None, admin: TcpAddress | None = None
+    configs: ServeConfig | Mapping[str, ServeConfig],
+    tap_path: str | None = None,
+    admin: TcpAddress | None = None,
+    reread: Callable[[], Mapping[str, ServeConfig]] | None = None,
 ) -> int:
-    """Run one daemon per configuration, with signal handling; return the exit code.
+    """Run one daemon per server, with signal handling; return the exit code.
 
-    The first SIGTERM/SIGINT stops every daemon gracefully, the second stops them at once.
+    The first SIGTERM/SIGINT stops every daemon gracefully, the second stops them at once; SIGHUP
+    calls ``reread`` and applies what changed (see :mod:`bridge._fleet`).
     """
-    configs = [configs] if isinstance(configs, ServeConfig) else list(configs)
+    if isinstance(configs, ServeConfig):
+        configs = {configs.child.name: configs}
     with _open_tap(tap_path) as tap:
-        daemons = [
-            Daemon(config, tap=tap, request_metrics=RequestMetrics() if admin is not None else None)
-            for config in configs
-        ]
-        return await _serve(daemons, admin)
+        return await run_fleet(configs, tap=tap, admin=admin, reread=reread)
 
 
 @contextlib.contextmanager
@@ -723,60 +723,6 @@ def _open_tap(path: str | None) -> Iterator[Tap | None]:
         raise ConfigError(f"--tap {path}: {exc.strerror}") from None
     with open(fd, "w", encoding="utf-8") as file:
         yield Tap(file)
-
-
-async def _serve(daemons: list[Daemon], admin: TcpAddress | None) -> int:
-    notifier = Notifier.from_environment()
-
-    def describe() -> str:
-        if len(daemons) == 1:
-            return daemons[0].describe()
-        return "; ".join(f"{daemon.config.child.name}: {daemon.describe()}" for daemon in daemons)
-
-    def healthy() -> bool:
-        return all(daemon.healthy() for daemon in daemons)
-
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-
-            async def watch_signals() -> None:
-                received = 0
-                async for signum in signals:
-                    received += 1
-                    name = signal.Signals(signum).name
-                    if received == 1:
-                        logger.info("%s received: stopping gracefully", name)
-                        for daemon in daemons:
-                            daemon.stop()
-                    else:
-                        logger.warning("%s received again", name)
-                        for daemon in daemons:
-                            daemon.stop_now()
-
-            nursery.start_soon(watch_signals)
-            async with trio.open_nursery() as running:
-                for daemon in daemons:
-                    await running.start(daemon.run)
-                if admin is not None:
-                    await running.start(serve_admin, daemons, admin)
-                notifier.ready(describe())
-                running.start_soon(notifier.run, describe, healthy)
-                async with trio.open_nursery() as first_stop:  # one stopping (stdio) stops them all
-                    for daemon in daemons:
-                        first_stop.start_soon(_cancel_after, daemon.wait_stopping, first_stop.cancel_scope)
-                for daemon in daemons:
-                    daemon.stop()
-                notifier.stopping(describe())
-                for daemon in daemons:
-                    await daemon.wait_stopped()
-                running.cancel_scope.cancel()
-            nursery.cancel_scope.cancel()
-    return EXIT_OK
-
-
-async def _cancel_after(wait: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
-    await wait()
-    scope.cancel()
 
 
 def check_config(argv: Sequence[str]) -> int:
@@ -834,9 +780,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
     configure_logging(options.log_level, options.log_format)
     try:
-        configs = _configs(options, command)
+        configs, reread = _configs(options, command)
         admin = admin_address(options.admin) if options.admin is not None else None
-        return trio.run(serve, configs, options.tap, admin)
+        return trio.run(serve, configs, options.tap, admin, reread)
     except Exception as exc:
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, CrashLoop) for leaf in leaves):
@@ -850,27 +796,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
-def _configs(options: argparse.Namespace, command: Sequence[str]) -> list[ServeConfig]:
-    """The servers to run: from ``--config FILE``, or the command line's one.
+def _configs(
+    options: argparse.Namespace, command: Sequence[str]
+) -> tuple[dict[str, ServeConfig], Callable[[], dict[str, ServeConfig]] | None]:
+    """The servers to run, by name, and how to read them again on SIGHUP.
+
+    The reader is ``None`` for a server from the command line: nothing to reread.
 
     Raises:
-        ConfigError: both or neither given, or a bad value.
+        ConfigError: both ``--config`` and ``--listen`` given, or a bad value.
     """
     if options.config is None:
-        if not options.listen:
-            raise ConfigError(
-                "nothing to serve: give --listen ADDRESS and a command after '--', or --config FILE"
-            )
-        return [build_serve_config(options, command)]
+        config = build_serve_config(options, command)
+        return {config.child.name: config}, None
     if options.listen or command:
         raise ConfigError(
             "--config FILE describes the servers and their listeners: drop --listen "
             "and the command after '--'"
         )
-    configs = config_file.serve_configs(config_file.read(options.config, options.socket_dir))
-    for config in configs.values():
-        _check_command(config.child)
-    return list(configs.values())
+
+    def read() -> dict[str, ServeConfig]:
+        configs = config_file.serve_configs(config_file.read(options.config, options.socket_dir))
+        for config in configs.values():
+            _check_command(config.child)
+        return configs
+
+    return read(), read
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

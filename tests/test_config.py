@@ -4,6 +4,7 @@ error named by its path, and ``check-config`` validating without starting anythi
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -217,3 +218,67 @@ def test_the_example_in_the_template_unit_is_a_valid_configuration(tmp_path: Pat
     [config] = serve_configs(read(str(path))).values()
     assert [str(address) for address in config.listen] == ["fd:mcp"]
     assert config.child.argv[:2] == ("npx", "-y")
+
+
+def servers_file(path: Path, directory: Path, names: list[str], child: str = "per-connection") -> None:
+    path.write_text(
+        "".join(
+            f'[servers.{name}]\ncommand = {toml_list(SERVER)}\nchild = "{child}"\n'
+            f'[[servers.{name}.listeners]]\nkind = "unix"\npath = "{directory}/{name}.sock"\n'
+            for name in names
+        )
+    )
+
+
+async def test_sighup_starts_added_servers_stops_removed_ones_and_leaves_the_others_and_their_clients_alone(
+    sock_dir: Path,
+) -> None:
+    config = sock_dir / "bridge.toml"
+    servers_file(config, sock_dir, ["alpha", "beta"])
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--config", str(config), listeners=2) as bridge:
+            alpha = await LineClient.open(f"unix:{sock_dir}/alpha.sock")
+            assert result_text(await alpha.call(1, "echo", text="before")) == "before"
+            servers_file(config, sock_dir, ["alpha", "gamma"])
+            bridge.process.send_signal(signal.SIGHUP)
+            await poll(lambda: (sock_dir / "gamma.sock").exists() and not (sock_dir / "beta.sock").exists())
+            gamma = await LineClient.open(f"unix:{sock_dir}/gamma.sock")
+            assert result_text(await gamma.call(1, "echo", text="new")) == "new"
+            # alpha's connection, and its child, went on untouched
+            assert result_text(await alpha.call(2, "echo", text="after")) == "after"
+            await alpha.aclose()
+            await gamma.aclose()
+    assert any("[beta] removed from the configuration" in line for line in bridge.stderr_lines)
+    assert not any("[alpha]" in line and "stopping" in line for line in bridge.stderr_lines)
+
+
+async def test_a_server_whose_settings_changed_is_restarted_with_them_on_sighup(sock_dir: Path) -> None:
+    config = sock_dir / "bridge.toml"
+    servers_file(config, sock_dir, ["alpha"])
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--config", str(config)) as bridge:
+            old = await LineClient.open(f"unix:{sock_dir}/alpha.sock")
+            assert result_text(await old.call(1, "echo", text="old")) == "old"
+            servers_file(config, sock_dir, ["alpha"], child="shared")
+            bridge.process.send_signal(signal.SIGHUP)
+            assert await old.receive_until_eof() == []  # drained and closed: its session is gone
+            await poll(lambda: any("[alpha] started" in line for line in bridge.stderr_lines))
+            new = await LineClient.open(f"unix:{sock_dir}/alpha.sock")
+            assert result_text(await new.call(1, "echo", text="new")) == "new"
+            await new.aclose()
+    assert any("shared child" in line for line in bridge.stderr_lines)
+
+
+async def test_a_bad_file_on_sighup_is_reported_and_the_running_servers_stay(sock_dir: Path) -> None:
+    config = sock_dir / "bridge.toml"
+    servers_file(config, sock_dir, ["alpha"])
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--config", str(config)) as bridge:
+            config.write_text("[servers.alpha\n")
+            bridge.process.send_signal(signal.SIGHUP)
+            await poll(lambda: any("reload failed" in line for line in bridge.stderr_lines))
+            client = await LineClient.open(f"unix:{sock_dir}/alpha.sock")
+            assert result_text(await client.call(1, "echo", text="still here")) == "still here"
+            await client.aclose()
+            bridge.process.send_signal(signal.SIGTERM)
+            assert await bridge.process.wait() == 0
