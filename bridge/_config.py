@@ -90,6 +90,8 @@ class LimitsEntry:
     stop_term_timeout: str | None = None
     request_timeout: str | None = None
     handshake_timeout: str | None = None
+    ping_interval: str | None = None
+    ping_timeout: str | None = None
 
 
 @attrs.frozen
@@ -272,12 +274,17 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     return address, options
 
 
-def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, float | None]:
+# Limits that belong to the listeners (ListenOptions), not to Limits.
+LISTENER_TIMEOUTS = ("handshake_timeout", "ping_interval", "ping_timeout")
+
+
+def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, dict[str, Any]]:
+    """The ``Limits``, and the listener timeouts (``handshake_timeout``...) that were given."""
     defaults = Limits()
     values: dict[str, Any] = {}
     for field in attrs.fields(LimitsEntry):
         value = getattr(entry, field.name)
-        if value is None or field.name == "handshake_timeout":
+        if value is None or field.name in LISTENER_TIMEOUTS:
             continue
         if field.name in ("max_message", "max_child_message"):
             name = "max_client_message" if field.name == "max_message" else field.name
@@ -286,12 +293,12 @@ def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, float | None]:
             values[field.name] = value
         else:
             values[field.name] = parse_duration(value, field=f"{where}.{field.name}")
-    handshake = (
-        parse_duration(entry.handshake_timeout, field=f"{where}.handshake_timeout")
-        if entry.handshake_timeout is not None
-        else None
-    )
-    return attrs.evolve(defaults, **values), handshake
+    timeouts: dict[str, Any] = {
+        name: parse_duration(getattr(entry, name), field=f"{where}.{name}")
+        for name in LISTENER_TIMEOUTS
+        if getattr(entry, name) is not None
+    }
+    return attrs.evolve(defaults, **values), timeouts
 
 
 def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
@@ -313,12 +320,11 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             raise ConfigError(f"{where}.child: expected one of {', '.join(CHILD_MODES)}")
         if server.start not in ("eager", "lazy"):
             raise ConfigError(f'{where}.start: expected "eager" or "lazy"')
-        limits, handshake = _limits(server.limits, f"{where}.limits")
+        limits, timeouts = _limits(server.limits, f"{where}.limits")
         addresses, options = [], []
         for index, entry in enumerate(server.listeners):
             address, listen_options = _listener(entry, f"{where}.listeners[{index}]")
-            if handshake is not None:
-                listen_options = attrs.evolve(listen_options, handshake_timeout=handshake)
+            listen_options = attrs.evolve(listen_options, **timeouts)
             addresses.append(address)
             options.append(listen_options)
         window = (

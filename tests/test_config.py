@@ -56,6 +56,7 @@ restart_window = "30s"
 [servers.beta.limits]
 max_message = "1MiB"
 drain_timeout = "3s"
+ping_interval = "5s"
 
 [[servers.beta.listeners]]
 kind = "unix"
@@ -105,6 +106,7 @@ def test_the_file_maps_onto_the_same_model_as_the_command_line(sock_dir: Path) -
     assert alpha.listener_options[1].tokens is not None and alpha.listener_options[0].tokens is None
     assert beta.child_mode == "shared" and beta.limits.max_client_message == 1 << 20
     assert beta.limits.drain_timeout == 3 and beta.restart_policy.crash_window == 30
+    assert beta.listener_options[0].ping_interval == 5
     assert alpha.child.name == "alpha"
 
 
