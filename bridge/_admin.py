@@ -94,16 +94,16 @@ async def _handle(daemons: Sequence[Daemon], stream: trio.SocketStream) -> None:
             if request is None:
                 return
             status, content_type, body, extra = _route(daemons, request)
-            if request.method == b"HEAD":
-                body = b""
             headers = [
                 ("content-type", content_type),
-                ("content-length", str(len(body))),
+                ("content-length", str(len(body))),  # a HEAD answer says the GET's length
                 ("connection", "close"),
                 *extra,
             ]
             data = connection.send(h11.Response(status_code=status, headers=headers))
-            data += connection.send(h11.Data(data=body)) + connection.send(h11.EndOfMessage())
+            if request.method != b"HEAD":
+                data += connection.send(h11.Data(data=body))
+            data += connection.send(h11.EndOfMessage())
             await stream.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass

@@ -505,6 +505,8 @@ def _resolve_user(text: str) -> int:
 
 def _check_command(spec: ChildSpec) -> None:
     command = spec.argv[0]
+    if "\0" in command:
+        raise ConfigError(f"command {command!r} holds a NUL character")
     if os.sep in command:
         path = os.path.join(spec.cwd or os.getcwd(), command)
         if not os.access(path, os.X_OK) or os.path.isdir(path):
@@ -814,6 +816,16 @@ def _configs(
             "--config FILE describes the servers and their listeners: drop --listen "
             "and the command after '--'"
         )
+    defaults = vars(serve_parser().parse_args([]))
+    process_wide = {"config", "socket_dir", "admin", "tap", "log_level", "log_format", "listen"}
+    ignored = sorted(
+        name
+        for name, value in vars(options).items()
+        if name not in process_wide and value != defaults.get(name)
+    )
+    if ignored:
+        flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
+        raise ConfigError(f"{flags}: with --config, set this in the file (per server or listener)")
 
     def read() -> dict[str, ServeConfig]:
         configs = config_file.serve_configs(config_file.read(options.config, options.socket_dir))

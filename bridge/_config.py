@@ -32,6 +32,7 @@ import json
 import os
 import re
 import tomllib
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,21 @@ LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "fd")
 CHILD_MODES = ("per-connection", "shared", "auto")
 # Where the servers of an imported mcpServers file get their sockets, unless told otherwise.
 DEFAULT_SOCKET_DIR = "/run/mcp-bridge"
+# The keys of a desktop client's mcpServers entries that mean something for a launched server.
+MCP_SERVERS_KEYS = frozenset({"command", "args", "env", "cwd", "disabled", "type"})
+_TOKENS = {"token_file", "token_env", "token_credential", "insecure_no_auth"}
+_TLS = {"tls_cert", "tls_key", "tls_client_ca"}
+_WEB = {"allow_origin", "allow_host"}
+# Per listener kind, the fields that apply: anything else set is refused, as the command line
+# refuses an option no listener would use.
+KIND_FIELDS = {
+    "unix": {"path", "socket_mode", "socket_group", "allow_uid", "allow_gid"},
+    "tcp": {"address", *_TOKENS},
+    "tls": {"address", *_TOKENS, *_TLS},
+    "ws": {"address", "path", *_TOKENS, *_WEB},
+    "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS},
+    "fd": {"name", "allow_uid", "allow_gid", *_TOKENS},
+}
 
 
 @attrs.frozen
@@ -135,6 +151,37 @@ def _strict(kind: type) -> Any:
 for _kind in (str, int, bool):
     _converter.register_structure_hook(_kind, _strict(_kind))
 
+
+def _lists_are_lists(raw: Any, cls: type, where: str) -> list[str]:
+    """Where the raw data has a string (or anything else) where ``cls`` wants a list.
+
+    cattrs would turn ``pass_env = "HOME"`` into ``["H", "O", "M", "E"]``; this walk finds such
+    values first, with their paths.
+    """
+    if not isinstance(raw, dict) or not attrs.has(cls):
+        return []
+    problems = []
+    hints = typing.get_type_hints(cls)
+    for field in attrs.fields(cls):
+        if field.name not in raw:
+            continue
+        value, hint = raw[field.name], hints[field.name]
+        path = f"{where}.{field.name}" if where else field.name
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin is list:
+            if type(value) is not list:
+                problems.append(f"{path}: expected a list")
+            else:
+                for index, item in enumerate(value):
+                    problems += _lists_are_lists(item, args[0], f"{path}[{index}]")
+        elif origin is dict and isinstance(value, dict) and attrs.has(args[1]):
+            for key, item in value.items():
+                problems += _lists_are_lists(item, args[1], f"{path}.{key}")
+        elif attrs.has(hint):
+            problems += _lists_are_lists(value, hint, path)
+    return problems
+
+
 _EXPECTED = {
     "expected str": "expected a string",
     "expected int": "expected a whole number",
@@ -164,6 +211,8 @@ def structure(data: Any) -> ConfigFile:
     Raises:
         ConfigError: every problem found, one per line, each naming its field.
     """
+    if problems := _lists_are_lists(data, ConfigFile, ""):
+        raise ConfigError("\n".join(problems))
     try:
         return _converter.structure(data, ConfigFile)
     except cattrs.BaseValidationError as exc:
@@ -202,6 +251,19 @@ def _from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
     servers: dict[str, Any] = {}
     for name, entry in data["mcpServers"].items():
         where = f"mcpServers.{name}"
+        if not name or "/" in name or name in (".", "..") or "\0" in name:
+            raise ConfigError(f"{where}: a server name becomes a socket file name: no '/', not . or ..")
+        if isinstance(entry, dict) and entry.get("disabled") is True:
+            continue  # the clients' own switch: a disabled server is not served either
+        if isinstance(entry, dict) and "url" in entry:
+            raise ConfigError(
+                f"{where}: a remote server (url) is not one mcp-bridge launches; remove it from the file"
+            )
+        if isinstance(entry, dict) and (unknown := set(entry) - MCP_SERVERS_KEYS):
+            raise ConfigError(
+                f"{where}: unknown keys ({', '.join(sorted(unknown))}); "
+                f"expected {', '.join(sorted(MCP_SERVERS_KEYS))}"
+            )
         if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
             if isinstance(entry, dict) and "url" in entry:
                 raise ConfigError(
@@ -216,6 +278,8 @@ def _from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
             "env": entry.get("env", {}),
             "listeners": [{"kind": "unix", "path": os.path.join(socket_dir, f"{name}.sock")}],
         }
+        if "cwd" in entry:
+            servers[name]["cwd"] = entry["cwd"]
     return {"servers": servers}
 
 
@@ -233,6 +297,15 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
             raise ConfigError(f"{where}.{field}: required for kind = {entry.kind!r}")
         return str(value)
 
+    if entry.kind in KIND_FIELDS:
+        unset = ListenerEntry(kind=entry.kind)
+        for field in attrs.fields(ListenerEntry):
+            if (
+                field.name != "kind"
+                and field.name not in KIND_FIELDS[entry.kind]
+                and getattr(entry, field.name) != getattr(unset, field.name)
+            ):
+                raise ConfigError(f"{where}.{field.name}: not used by kind = {entry.kind!r}; remove it")
     if entry.kind == "unix":
         address = f"unix:{need('path')}"
     elif entry.kind in ("tcp", "tls"):
@@ -320,6 +393,19 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             raise ConfigError(f"{where}.child: expected one of {', '.join(CHILD_MODES)}")
         if server.start not in ("eager", "lazy"):
             raise ConfigError(f'{where}.start: expected "eager" or "lazy"')
+        for field, least in (("prespawn", 0), ("restart_limit", 0)):
+            if getattr(server, field) < least:
+                raise ConfigError(f"{where}.{field}: expected a whole number, at least {least}")
+        for field in ("max_connections", "max_in_flight"):
+            value = getattr(server.limits, field)
+            if value is not None and value < 1:
+                raise ConfigError(f"{where}.limits.{field}: expected a positive whole number")
+        if server.prespawn and server.child == "shared":
+            raise ConfigError(f'{where}.prespawn: for per-connection mode; child = "shared" has one child')
+        if server.cwd is not None and not os.path.isdir(server.cwd):
+            raise ConfigError(f"{where}.cwd: {server.cwd!r} is not a directory")
+        if any("\0" in part for part in server.command):
+            raise ConfigError(f"{where}.command: holds a NUL character")
         limits, timeouts = _limits(server.limits, f"{where}.limits")
         addresses, options = [], []
         for index, entry in enumerate(server.listeners):

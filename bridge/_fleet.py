@@ -56,6 +56,8 @@ class Fleet:
     _by_name: dict[str, Daemon] = attrs.field(factory=dict)
     _everyone: list[Daemon] = attrs.field(factory=list)  # draining ones included
     _nursery: trio.Nursery | None = None
+    stopping: bool = False
+    """A stop has begun: reloads start nothing more."""
 
     async def start(self, name: str, config: ServeConfig) -> None:
         """Start one server; returns once its listeners are bound.
@@ -77,11 +79,12 @@ class Fleet:
         return "; ".join(f"{daemon.config.child.name}: {daemon.describe()}" for daemon in self.current)
 
     def healthy(self) -> bool:
-        """Whether every current server is healthy."""
-        return all(daemon.healthy() for daemon in self.current)
+        """Whether there is a server, and every current one is healthy."""
+        return bool(self.current) and all(daemon.healthy() for daemon in self.current)
 
     def stop(self) -> None:
         """Begin a graceful stop of every daemon."""
+        self.stopping = True
         for daemon in self._everyone:
             daemon.stop()
 
@@ -100,7 +103,7 @@ class Fleet:
 
         A server that fails to start is logged and left out; the others go on.
         """
-        replaced: list[tuple[str, Daemon]] = []
+        replaced: list[Daemon] = []
         for name, daemon in list(self._by_name.items()):
             if configs.get(name) == daemon.config:
                 continue
@@ -111,14 +114,15 @@ class Fleet:
                 "changed" if name in configs else "removed from the configuration",
             )
             daemon.stop()
-            replaced.append((name, daemon))
+            replaced.append(daemon)
         self.current[:] = list(self._by_name.values())
-        for name, daemon in replaced:
-            if name in configs:
-                await daemon.wait_stopped()  # its listeners must be free before the new ones bind
+        for daemon in replaced:  # their listeners must be free before new ones bind (a rename...)
+            await daemon.wait_stopped()
         for name, config in configs.items():
             if name in self._by_name:
                 continue
+            if self.stopping:
+                return  # a stop came while the old ones drained: start nothing more
             try:
                 await self.start(name, config)
                 logger.info("[%s] started", name)
@@ -148,20 +152,26 @@ async def run_fleet(
     stop_requested = trio.Event()
     reloading = trio.Lock()
 
+    started = trio.Event()  # a SIGHUP during startup waits for it: no server is started twice
+
     async def reload() -> None:
         assert reread is not None
+        await started.wait()
         async with reloading:
+            if fleet.stopping:
+                return
             notifier.send(
                 "RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}"
             )
             try:
                 new = reread()
-            except ConfigError as exc:
-                for line in str(exc).splitlines():
+            except Exception as exc:
+                for line in str(exc).splitlines() or [repr(exc)]:
                     logger.error("reload failed, the running configuration stays: %s", line)
             else:
                 await fleet.reload(new)
-            notifier.ready(fleet.describe())
+            if not fleet.stopping:
+                notifier.ready(fleet.describe())
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
@@ -193,6 +203,7 @@ async def run_fleet(
                     await fleet.start(name, config)
                 if admin is not None:
                     await running.start(serve_admin, fleet.current, admin)
+                started.set()
                 notifier.ready(fleet.describe())
                 running.start_soon(notifier.run, fleet.describe, fleet.healthy)
                 if reread is None:  # a stdio client leaving stops a single command-line server

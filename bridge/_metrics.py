@@ -20,12 +20,19 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _number(value: float) -> str:
+    """Every digit: an int as is, a float by ``repr`` (``:g`` would round counters to 6 digits)."""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
 def _samples(name: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> list[str]:
     lines = []
     for labels, value in samples:
         label_text = ",".join(f'{key}="{_escape(text)}"' for key, text in sorted(labels.items()))
         lines.append(
-            f"{PREFIX}{name}{{{label_text}}} {value:g}" if label_text else f"{PREFIX}{name} {value:g}"
+            f"{PREFIX}{name}{{{label_text}}} {_number(value)}"
+            if label_text
+            else f"{PREFIX}{name} {_number(value)}"
         )
     return lines
 

@@ -106,7 +106,8 @@ class MeteredChannel(WrappedChannel):
         elif method == "notifications/cancelled":
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
-            self._pending.pop((type(request_id), request_id), None)
+            if type(request_id) in (int, str):  # anything else is the child's to refuse
+                self._pending.pop((type(request_id), request_id), None)
         return message
 
     def _sending(self, messages: Sequence[JSONObject]) -> None:

@@ -69,7 +69,10 @@ def take_activated_sockets(
     names = (values["LISTEN_FDNAMES"] or "").split(":") if values["LISTEN_FDNAMES"] else []
     for index in range(int(count)):
         fd = SD_LISTEN_FDS_START + index
-        os.set_inheritable(fd, False)  # never passed on to a child
+        try:
+            os.set_inheritable(fd, False)  # never passed on to a child
+        except OSError:
+            continue  # LISTEN_FDS promised more than was passed: FdAddress.listen says so
         name = names[index] if index < len(names) and names[index] else UNNAMED
         _activated.setdefault(name, []).append(fd)
     return _activated
@@ -82,13 +85,17 @@ def _forget_activated_sockets() -> None:
 
 
 def _adopt(fd: int, address: FdAddress) -> socket.socket:
-    """A socket object for ``fd``, after checking it is a listening stream socket.
+    """A socket object over a duplicate of ``fd``, after checking it is a listening stream socket.
+
+    The duplicate is what the listener owns and closes; systemd's fd itself stays open for the
+    life of the process, so that a listener opened again (a reload) finds the same socket, never
+    whatever file later took the number.
 
     Raises:
         ListenError: it is not.
     """
     try:
-        sock = socket.socket(fileno=fd)
+        sock = socket.socket(fileno=os.dup(fd))
     except OSError as exc:
         raise ListenError(f"{address}: fd {fd} is not a socket ({exc.strerror})") from None
     try:
@@ -101,7 +108,7 @@ def _adopt(fd: int, address: FdAddress) -> socket.socket:
         if sock.family not in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):
             raise ListenError(f"{address}: fd {fd} is of family {sock.family!r}, not Unix or TCP")
     except BaseException:
-        sock.detach()  # systemd keeps its socket: do not close what we refuse
+        sock.close()  # our duplicate only; systemd's fd stays
         raise
     sock.setblocking(False)
     return sock
@@ -155,7 +162,11 @@ class FdAddress(Address):
                 listeners.append(UnixListener(sock, path, None, options, address=f"{self} (unix:{path})"))
             else:
                 host = sock.getsockname()[0]
-                await check_exposure(self, host, options, encrypted=False)
+                try:
+                    await check_exposure(self, host, options, encrypted=False)
+                except BaseException:
+                    sock.close()
+                    raise
                 listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
                 listeners.append(TcpListener(listener, options))
         return listeners

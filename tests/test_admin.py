@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import attrs
 import trio
 
 from bridge import ChildSpec, ServeConfig, open_bridge
@@ -95,6 +96,9 @@ async def test_the_admin_endpoint_refuses_other_methods_paths_and_malformed_requ
             status, headers, _ = await http(port, post)
             assert (status, headers["allow"]) == (405, "GET, HEAD")
             assert (await http(port, get("/secrets")))[0] == 404
+            head = b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            status, headers, body = await http(port, head)
+            assert (status, headers["content-length"], body) == (200, "3", "")  # the GET's length
             assert (await http(port, b"NOT HTTP AT ALL\r\n\r\n"))[0] == 400
             client = await LineClient.open(bridge.addresses[0])  # an error reply, counted by code
             await client.send(call(1, "no-such-tool-here"))
@@ -137,7 +141,10 @@ def test_metrics_render_in_the_prometheus_text_format() -> None:
     requests.requests["tools"] += 2
     requests.observe("tools", 0.003, None)
     requests.observe("tools", 0.2, -32000)
-    text = render(stats, server='a"b', healthy=False, requests=requests)
+    text = render(
+        attrs.evolve(stats, bytes_to_clients=1_234_567_891), server='a"b', healthy=False, requests=requests
+    )
+    assert 'mcp_bridge_sent_bytes_total{server="a\\"b"} 1234567891' in text  # every digit
     assert 'mcp_bridge_up{server="a\\"b"} 0' in text
     assert 'mcp_bridge_connections_accepted_total{server="a\\"b",transport="tcp"} 2' in text
     assert (

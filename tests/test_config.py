@@ -136,6 +136,19 @@ BAD_FILES = [
     ('[servers.a]\ncommand = ["x"]\nlisteners = []\n', "servers.a.listeners: a server needs at least one"),
     ('[servers.a\ncommand = ["x"]\n', "not TOML"),
     ("", "servers: required"),
+    (
+        '[servers.a]\ncommand = "x"\n[[servers.a.listeners]]\nkind = "unix"\npath = "/x"\n',
+        "servers.a.command: expected a list",
+    ),
+    (
+        '[servers.a]\ncommand = ["x"]\nrestart_limit = -1\n[[servers.a.listeners]]\nkind = "unix"\npath = "/x"\n',
+        "servers.a.restart_limit: expected a whole number, at least 0",
+    ),
+    (
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "tcp"\naddress = "127.0.0.1:1"\n'
+        'tls_cert = "/c.pem"\n',
+        "servers.a.listeners[0].tls_cert: not used by kind = 'tcp'",
+    ),
 ]
 
 
@@ -284,3 +297,24 @@ async def test_a_bad_file_on_sighup_is_reported_and_the_running_servers_stay(soc
             await client.aclose()
             bridge.process.send_signal(signal.SIGTERM)
             assert await bridge.process.wait() == 0
+
+
+def test_mcp_servers_names_cannot_escape_the_socket_directory_and_disabled_ones_are_skipped(
+    tmp_path: Path,
+) -> None:
+    escaping = tmp_path / "escaping.json"
+    escaping.write_text(json.dumps({"mcpServers": {"../evil": {"command": "cat"}}}))
+    with pytest.raises(ConfigError, match="no '/'"):
+        read(str(escaping))
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(
+        json.dumps({"mcpServers": {"on": {"command": "cat"}, "off": {"command": "cat", "disabled": True}}})
+    )
+    assert list(read(str(mixed), str(tmp_path)).servers) == ["on"]
+
+
+async def test_command_line_server_options_are_refused_beside_config(sock_dir: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge("--config", str(two_servers(sock_dir)), "--max-message", "1KiB")
+    assert result.returncode == 78
+    assert "--max-message: with --config, set this in the file" in result.stderr.decode()
