@@ -200,6 +200,8 @@ async def run_fleet(
             async with trio.open_nursery() as running:
                 fleet._nursery = running
                 for name, config in configs.items():
+                    if stop_requested.is_set():
+                        break  # stopped while starting: start nothing more
                     await fleet.start(name, config)
                 if admin is not None:
                     await running.start(serve_admin, fleet.current, admin)

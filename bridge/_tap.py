@@ -10,6 +10,7 @@ file is written synchronously, line by line, so use it for debugging, not in pro
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from typing import IO, final
@@ -19,6 +20,8 @@ import attrs
 from channels import JSONObject, MessageChannel
 
 from ._wrapped import WrappedChannel
+
+logger = logging.getLogger("bridge.tap")
 
 
 @attrs.define(eq=False)
@@ -31,6 +34,8 @@ class Tap:
 
     file: IO[str]
     _connections: int = attrs.field(init=False, default=0)
+    broken: bool = attrs.field(init=False, default=False)
+    """A write failed: nothing more is recorded."""
 
     def channel(self, channel: MessageChannel) -> TappedChannel:
         """``channel``, recording what crosses it (one more connection number)."""
@@ -38,12 +43,22 @@ class Tap:
         return TappedChannel(channel, self, f"{channel.peer} #{self._connections}")
 
     def record(self, direction: str, client: str, messages: Sequence[JSONObject]) -> None:
-        """Write one line per message."""
+        """Write one line per message.
+
+        A failed write (a full disk...) turns the tap off, with one error logged: debugging
+        output must never cost a client its connection.
+        """
+        if self.broken:
+            return
         now = time.time()
-        for message in messages:
-            line = {"time": now, "direction": direction, "client": client, "message": message}
-            self.file.write(json.dumps(line, ensure_ascii=False, default=repr) + "\n")
-        self.file.flush()
+        try:
+            for message in messages:
+                line = {"time": now, "direction": direction, "client": client, "message": message}
+                self.file.write(json.dumps(line, ensure_ascii=False, default=repr) + "\n")
+            self.file.flush()
+        except OSError as exc:
+            self.broken = True
+            logger.error("--tap: writing failed (%s); the tap is off from now on", exc)
 
 
 @final

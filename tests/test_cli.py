@@ -6,6 +6,7 @@ Exit codes (``--help``): 0 stopped cleanly, 1 runtime failure, 2 usage error, 69
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -648,3 +649,16 @@ async def test_tap_records_every_message_to_and_from_clients_in_a_private_file(s
     ]
     assert records[0]["message"]["params"]["arguments"] == {"text": "tapped"}
     assert records[0]["client"].startswith(f"unix {sock}") and records[0]["client"].endswith("#1")
+
+
+def test_a_tap_whose_file_fails_turns_itself_off_and_the_connection_goes_on() -> None:
+    from bridge._tap import Tap
+
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    tap = Tap(FullDisk())
+    tap.record("in", "client #1", [{"jsonrpc": "2.0", "method": "x"}])  # no exception
+    assert tap.broken
+    tap.record("out", "client #1", [{"jsonrpc": "2.0", "method": "y"}])  # and nothing more tried
