@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 import trio
+import trio.testing
 
 from bridge import ChildSpec, ServeConfig, open_bridge
 from bridge._admin import serve_admin
@@ -179,3 +180,19 @@ async def test_readyz_answers_503_once_a_graceful_stop_has_begun(sock_dir: Path)
             assert result_text(await client.receive()) == "slept"
             await client.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_cancellation_naming_an_unhashable_id_does_not_break_a_metered_connection() -> None:
+    from bridge._requests import RequestMetrics
+    from channels import PeerInfo, StreamChannel
+
+    left, right = trio.testing.memory_stream_pair()
+    client = StreamChannel(left, peer=PeerInfo("memory"))
+    metered = RequestMetrics().channel(StreamChannel(right, peer=PeerInfo("memory")))
+    with trio.fail_after(TIMEOUT):
+        await client.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}
+        )
+        assert (await metered.receive())["params"] == {"requestId": [1]}  # passed on, not raised
+        await client.send(call(1, "echo", text="still fine"))
+        assert (await metered.receive())["id"] == 1

@@ -318,3 +318,20 @@ async def test_command_line_server_options_are_refused_beside_config(sock_dir: P
         result = await run_bridge("--config", str(two_servers(sock_dir)), "--max-message", "1KiB")
     assert result.returncode == 78
     assert "--max-message: with --config, set this in the file" in result.stderr.decode()
+
+
+async def test_a_server_renamed_on_sighup_keeps_serving_on_the_same_socket(sock_dir: Path) -> None:
+    config = sock_dir / "bridge.toml"
+    config.write_text(
+        f'[servers.old]\ncommand = {toml_list(SERVER)}\nchild = "per-connection"\n'
+        f'[[servers.old.listeners]]\nkind = "unix"\npath = "{sock_dir}/mcp.sock"\n'
+    )
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process("--config", str(config)) as bridge:
+            config.write_text(config.read_text().replace("servers.old", "servers.new"))
+            bridge.process.send_signal(signal.SIGHUP)
+            await poll(lambda: any("[new] started" in line for line in bridge.stderr_lines))
+            client = await LineClient.open(f"unix:{sock_dir}/mcp.sock")
+            assert result_text(await client.call(1, "echo", text="renamed")) == "renamed"
+            await client.aclose()
+    assert not any("could not start" in line for line in bridge.stderr_lines)
