@@ -471,21 +471,8 @@ def resolve_group(text: str, *, flag: str = "--socket-group") -> int:
     """A group id from a name or a number.
 
     Raises:
-        ConfigError: no such group, naming ``flag``.
+        ConfigError: no such group, naming ``flag`` (an option, or a configuration field).
     """
-    return _resolve_group(text, flag=flag)
-
-
-def resolve_user(text: str) -> int:
-    """A user id from a name or a number.
-
-    Raises:
-        ConfigError: no such user.
-    """
-    return _resolve_user(text)
-
-
-def _resolve_group(text: str, *, flag: str = "--socket-group") -> int:
     if text.isascii() and text.isdigit():
         return int(text)
     try:
@@ -494,13 +481,18 @@ def _resolve_group(text: str, *, flag: str = "--socket-group") -> int:
         raise ConfigError(f"{flag}: no group named {text!r}") from None
 
 
-def _resolve_user(text: str) -> int:
+def resolve_user(text: str, *, flag: str = "--allow-uid") -> int:
+    """A user id from a name or a number.
+
+    Raises:
+        ConfigError: no such user, naming ``flag`` (an option, or a configuration field).
+    """
     if text.isascii() and text.isdigit():
         return int(text)
     try:
         return pwd.getpwnam(text).pw_uid
     except KeyError:
-        raise ConfigError(f"--allow-uid: no user named {text!r}") from None
+        raise ConfigError(f"{flag}: no user named {text!r}") from None
 
 
 def _check_command(spec: ChildSpec) -> None:
@@ -630,13 +622,13 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         request_timeout=options.request_timeout,
     )
     _check_security_options(options, {address.scheme for address in addresses})
-    group = None if options.socket_group is None else _resolve_group(options.socket_group)
+    group = None if options.socket_group is None else resolve_group(options.socket_group)
     listen_options = ListenOptions(
         socket_mode=options.socket_mode,
         socket_group=group,
         allow_non_loopback=options.insecure_no_auth,
-        allow_uids=frozenset(_resolve_user(text) for text in options.allow_uid),
-        allow_gids=frozenset(_resolve_group(text, flag="--allow-gid") for text in options.allow_gid),
+        allow_uids=frozenset(resolve_user(text) for text in options.allow_uid),
+        allow_gids=frozenset(resolve_group(text, flag="--allow-gid") for text in options.allow_gid),
         tokens=_load_tokens(options),
         tls_cert=options.tls_cert,
         tls_key=options.tls_key,

@@ -289,7 +289,7 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     Raises:
         ConfigError: a field the kind needs is missing, or one is unusable.
     """
-    from ._cli import load_tokens, resolve_group, resolve_user  # the command line's own rules
+    from ._cli import load_tokens  # the command line's own rules
 
     def need(field: str) -> str:
         value = getattr(entry, field)
@@ -331,9 +331,9 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     tokens = load_tokens(entry.token_file, entry.token_env, entry.token_credential)
     options = ListenOptions(
         socket_mode=mode,
-        socket_group=None if entry.socket_group is None else resolve_group(str(entry.socket_group)),
-        allow_uids=frozenset(resolve_user(str(uid)) for uid in entry.allow_uid),
-        allow_gids=frozenset(resolve_group(str(gid)) for gid in entry.allow_gid),
+        socket_group=entry.socket_group,  # ids: the file's types refuse names
+        allow_uids=frozenset(entry.allow_uid),
+        allow_gids=frozenset(entry.allow_gid),
         tokens=tokens,
         tls_cert=entry.tls_cert,
         tls_key=entry.tls_key,
