@@ -73,6 +73,20 @@ def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> in
         raise trio.BrokenResourceError(f"write failed: {exc}") from exc
 
 
+async def send_all_within(stream: trio.abc.SendStream, data: memoryview, timeout: float | None) -> bool:
+    """``stream.send_all(data)``, given at most ``timeout`` seconds if set.
+
+    Returns True if the time ran out: then part of ``data`` may be on the wire, and the caller
+    must write nothing more to ``stream``.
+    """
+    if timeout is None:
+        await stream.send_all(data)
+        return False
+    with trio.move_on_after(timeout) as waited:
+        await stream.send_all(data)
+    return waited.cancelled_caught
+
+
 @final
 class StreamChannel(MessageChannel):
     """Newline-framed JSON-RPC messages over a byte stream.
@@ -295,12 +309,7 @@ class StreamChannel(MessageChannel):
             self._sending = False
 
     async def _send_rest(self, data: memoryview) -> None:
-        if self.send_timeout is None:
-            await self._stream.send_all(data)
-            return
-        with trio.move_on_after(self.send_timeout) as waited:
-            await self._stream.send_all(data)
-        if waited.cancelled_caught:
+        if await send_all_within(self._stream, data, self.send_timeout):
             self._broken = True  # part of a line may be on the wire: nothing may follow it
             raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
 

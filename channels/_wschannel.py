@@ -28,7 +28,7 @@ from websockets.protocol import Protocol, State
 from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._errors import InvalidMessage, SendTimeout
 from ._jsonrpc import JSONObject, decode, encode, validate
-from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE, send_fd_getter, write_now
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
 
 logger = logging.getLogger("channels.websocket")
 
@@ -378,12 +378,7 @@ class WebSocketChannel(MessageChannel):
             self._writing = False
 
     async def _write_rest(self, data: memoryview) -> None:
-        if self.send_timeout is None:
-            await self._stream.send_all(data)
-            return
-        with trio.move_on_after(self.send_timeout) as waited:
-            await self._stream.send_all(data)
-        if waited.cancelled_caught:
+        if await send_all_within(self._stream, data, self.send_timeout):
             # Part of a frame may be on the wire: nothing may follow it, not even a close frame.
             self._write_broken = True
             await trio.aclose_forcefully(self._stream)
