@@ -36,6 +36,7 @@ __all__ = [
     "bad_input_reply",
     "close_reason",
     "error_response",
+    "too_many_requests",
 ]
 
 CONNECTION_CLOSED = -32000  # python-sdk CONNECTION_CLOSED: child gone, connection ending, stopping
@@ -88,6 +89,13 @@ def error_response(
         "id": request_id,
         "error": {"code": code, "message": message, "data": {"reason": reason, **data}},
     }
+
+
+def too_many_requests(request_id: RequestId, limit: int) -> JSONObject:
+    """The answer to a request over the connection's ``max_in_flight`` (``-31002``)."""
+    return error_response(
+        request_id, TOO_MANY_REQUESTS, "Too many requests", "too-many-requests", limit=limit
+    )
 
 
 _PROTOCOL_ERROR_MESSAGES = {PARSE_ERROR: "Parse error", INVALID_REQUEST: "Invalid Request"}

@@ -50,9 +50,9 @@ from ._errors import (
     INVALID_REQUEST,
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
-    TOO_MANY_REQUESTS,
     bad_input_reply,
     error_response,
+    too_many_requests,
 )
 from ._inflight import DuplicateRequest, InFlight, TooManyRequests
 from ._limits import Limits
@@ -269,15 +269,7 @@ class Relay:
                 )
                 return False
             except TooManyRequests:
-                await self._reply(
-                    error_response(
-                        request_id,
-                        TOO_MANY_REQUESTS,
-                        "Too many requests",
-                        "too-many-requests",
-                        limit=self.limits.max_in_flight,
-                    )
-                )
+                await self._reply(too_many_requests(request_id, self.limits.max_in_flight))
                 return False
             return True
         if message_kind is Kind.NOTIFICATION:

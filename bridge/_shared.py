@@ -57,10 +57,10 @@ from ._errors import (
     INVALID_REQUEST,
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
-    TOO_MANY_REQUESTS,
     ChildStartError,
     bad_input_reply,
     error_response,
+    too_many_requests,
 )
 from ._inflight import DuplicateRequest, TooManyRequests
 from ._limits import Limits
@@ -645,17 +645,7 @@ class SharedChild:
             )
             return None
         except TooManyRequests:
-            self._deliver(
-                client.key,
-                error_response(
-                    request_id,
-                    TOO_MANY_REQUESTS,
-                    "Too many requests",
-                    "too-many-requests",
-                    limit=self.limits.max_in_flight,
-                ),
-                256,
-            )
+            self._deliver(client.key, too_many_requests(request_id, self.limits.max_in_flight), 256)
             return None
         if message["method"] == "initialize":
             self._handshake.wire_id = routed["id"]
