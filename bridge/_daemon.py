@@ -34,6 +34,7 @@ from channels import (
     MessageListener,
     parse_address,
     receive_batch,
+    serve_listeners,
 )
 
 from ._child import ChildProcess, ChildSpec, open_child
@@ -377,7 +378,7 @@ class Daemon:
                 await connections.start(self._pool.run)
             async with trio.open_nursery() as accepting:
                 await accepting.start(
-                    partial(trio.serve_listeners, self._handle, listeners, handler_nursery=connections)
+                    partial(serve_listeners, self._handle, listeners, handler_nursery=connections)
                 )
                 for listener in listeners:
                     logger.info("listening on %s", listener.address)

@@ -41,7 +41,15 @@ from ._errors import (
 )
 from ._framing import LineFramer, Oversized
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
-from ._listener import HandshakeError, Incoming, MessageListener, StreamIncoming, StreamListener
+from ._listener import (
+    HandshakeError,
+    Incoming,
+    IncomingHandler,
+    MessageListener,
+    StreamIncoming,
+    StreamListener,
+    serve_listeners,
+)
 from ._serve import connect, open_listeners, serve
 from ._stdio import StdioAddress, open_stdio_stream
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
@@ -68,6 +76,7 @@ __all__ = [
     "FdAddress",
     "HandshakeError",
     "Incoming",
+    "IncomingHandler",
     "InvalidMessage",
     "JSONObject",
     "Kind",
@@ -109,6 +118,7 @@ __all__ = [
     "receive_batch",
     "register_address_kind",
     "serve",
+    "serve_listeners",
     "single_exception",
     "take_activated_sockets",
     "tokens_from_credential",

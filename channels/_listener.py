@@ -15,15 +15,20 @@ The usual way to serve, as with ``trio.serve_listeners``::
         except HandshakeError as exc:
             log.warning("%s: refused: %s", incoming.peer, exc)
 
-    await trio.serve_listeners(handler, listeners)
+    await channels.serve_listeners(handler, listeners)
+
+A listener usually yields one :class:`Incoming` per accepted connection. An HTTP listener yields
+one per session or request instead, over any number of TCP connections, so listeners are served
+through :meth:`MessageListener.serve`, which such a listener overrides.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from functools import partial
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import attrs
 import trio
@@ -96,6 +101,51 @@ class MessageListener(trio.abc.Listener[Incoming]):
     @abstractmethod
     def address(self) -> str:
         """The bound address as text, with the real port for ``tcp:HOST:0``."""
+
+    async def serve(
+        self,
+        handler: IncomingHandler,
+        handler_nursery: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> NoReturn:
+        """Accept until cancelled, running ``handler(incoming)`` in ``handler_nursery`` for each.
+
+        The default is ``trio.serve_listeners`` over this listener. A listener whose connections
+        do not map one to one onto :class:`Incoming` objects (HTTP) overrides it, and may run its
+        own per-connection tasks in ``handler_nursery`` too, so that they outlive a cancelled
+        ``serve`` (a graceful stop cancels accepting, then lets connections finish). Reports
+        ``task_status.started()`` once it accepts. Does not close the listener.
+        """
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(trio.serve_listeners, handler, [self], handler_nursery=handler_nursery)
+            )
+            task_status.started()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+IncomingHandler = Callable[[Incoming], Awaitable[object]]
+
+
+async def serve_listeners(
+    handler: IncomingHandler,
+    listeners: list[MessageListener],
+    *,
+    handler_nursery: trio.Nursery | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> NoReturn:
+    """``trio.serve_listeners`` for :class:`MessageListener` objects (through their ``serve``).
+
+    Runs until cancelled; reports ``task_status.started()`` once every listener accepts. The
+    handlers run in ``handler_nursery`` (default: a nursery inside this call). The listeners stay
+    the caller's to close.
+    """
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            await nursery.start(listener.serve, handler, handler_nursery or nursery)
+        task_status.started()
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def certificate_subject(certificate: dict[str, Any] | None) -> str | None:

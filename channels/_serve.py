@@ -12,7 +12,7 @@ import trio
 
 from ._address import Address, ConnectOptions, ListenOptions, parse_address
 from ._channel import MessageChannel
-from ._listener import HandshakeError, Incoming, MessageListener
+from ._listener import HandshakeError, Incoming, MessageListener, serve_listeners
 
 logger = logging.getLogger("channels.serve")
 
@@ -122,21 +122,18 @@ async def serve(
         for listener in listeners:
             await trio.aclose_forcefully(listener)
         raise
-    bound = [listener.address for listener in listeners]
-    await trio.serve_listeners(
-        partial(_establish_and_handle, handler),
-        listeners,
-        handler_nursery=handler_nursery,
-        task_status=_Forward(task_status, bound),
-    )
-
-
-class _Forward(trio.TaskStatus[object]):
-    """Report ``value`` instead of ``serve_listeners``' own list of listeners."""
-
-    def __init__(self, task_status: trio.TaskStatus[list[str]], value: list[str]) -> None:
-        self._task_status = task_status
-        self._value = value
-
-    def started(self, value: object = None) -> None:
-        self._task_status.started(self._value)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(
+                    serve_listeners,
+                    partial(_establish_and_handle, handler),
+                    listeners,
+                    handler_nursery=handler_nursery,
+                )
+            )
+            task_status.started([listener.address for listener in listeners])
+    finally:
+        for listener in listeners:
+            await trio.aclose_forcefully(listener)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -30,7 +30,6 @@ import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Self, final
-from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -46,13 +45,13 @@ from websockets.uri import parse_uri
 from ._address import (
     AccessDenied,
     Address,
-    AddressError,
     ConnectError,
     ConnectOptions,
     ListenOptions,
     register_address_kind,
 )
 from ._channel import CloseReason, MessageChannel, PeerInfo
+from ._endpoint import Endpoint, parse_endpoint
 from ._guard import Rejection, RequestGuard
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import RECEIVE_SIZE
@@ -88,20 +87,6 @@ wire_logger.addFilter(_RedactCredentials())
 SUBPROTOCOL = Subprotocol("mcp")
 
 
-@attrs.frozen
-class _Endpoint:
-    """What a WebSocket listener or client needs to know of its address."""
-
-    secure: bool
-    host: str
-    port: int
-    path: str
-
-    @property
-    def transport(self) -> str:
-        return "wss" if self.secure else "ws"
-
-
 @final
 @attrs.define(eq=False)
 class WebSocketIncoming(Incoming):
@@ -109,7 +94,7 @@ class WebSocketIncoming(Incoming):
 
     stream: trio.abc.Stream
     initial_peer: PeerInfo
-    endpoint: _Endpoint
+    endpoint: Endpoint
     guard: RequestGuard
     options: ListenOptions
 
@@ -193,7 +178,7 @@ class WebSocketListener(MessageListener):
     def __init__(
         self,
         listener: trio.SocketListener,
-        endpoint: _Endpoint,
+        endpoint: Endpoint,
         guard: RequestGuard,
         options: ListenOptions,
         ssl_context: ssl.SSLContext | None,
@@ -227,7 +212,7 @@ class _WebSocketAddress(Address):
     hosts are bracketed.
     """
 
-    endpoint: _Endpoint
+    endpoint: Endpoint
 
     @classmethod
     def parse(cls, text: str) -> Self:
@@ -237,29 +222,10 @@ class _WebSocketAddress(Address):
             AddressError: another scheme, no host, a bad port, or a query, fragment or user
                 name.
         """
-        example = f"{cls.scheme}://127.0.0.1:7301/mcp"
-        try:
-            parts = urlsplit(text)
-            port = parts.port
-        except ValueError:
-            raise AddressError(
-                f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, for example {example}"
-            ) from None
-        if parts.scheme != cls.scheme or not parts.hostname:
-            raise AddressError(f"{text!r}: expected {cls.scheme}://HOST:PORT/PATH, for example {example}")
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise AddressError(
-                f"{text!r}: a WebSocket address takes no query, fragment or "
-                f"credentials; for example {example}"
-            )
-        secure = cls.scheme == "wss"
-        if port is None:
-            port = 443 if secure else 80
-        return cls(_Endpoint(secure, parts.hostname, port, parts.path or "/"))  # type: ignore[call-arg]
+        return cls(parse_endpoint(text, cls.scheme, kind="a WebSocket address"))  # type: ignore[call-arg]
 
     def __str__(self) -> str:
-        endpoint = self.endpoint
-        return f"{self.scheme}://{format_host_port(endpoint.host, endpoint.port)}{endpoint.path}"
+        return str(self.endpoint)
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         """Listen for WebSocket upgrades on ``PATH``; the caller owns the listeners.
@@ -452,7 +418,7 @@ class WebSocketAddress(_WebSocketAddress):
     """
 
     scheme = "ws"
-    endpoint: _Endpoint
+    endpoint: Endpoint
 
 
 @register_address_kind
@@ -465,4 +431,4 @@ class SecureWebSocketAddress(_WebSocketAddress):
     """
 
     scheme = "wss"
-    endpoint: _Endpoint
+    endpoint: Endpoint

@@ -51,8 +51,9 @@ from channels import (
     parse_address,
     receive_batch,
 )
+from channels._endpoint import Endpoint
 from channels._guard import RequestGuard
-from channels._websocket import WebSocketIncoming, _Endpoint
+from channels._websocket import WebSocketIncoming
 
 from conftest import (
     REPO,
@@ -1083,7 +1084,7 @@ def memory_incoming(stream: trio.abc.Stream, options: ListenOptions) -> WebSocke
         loopback=True, bind_host="127.0.0.1", allow_hosts=frozenset(), allow_origins=frozenset(), tokens=None
     )
     return WebSocketIncoming(
-        stream, PeerInfo("memory"), _Endpoint(False, "127.0.0.1", 7301, "/mcp"), guard, options
+        stream, PeerInfo("memory"), Endpoint("ws", "127.0.0.1", 7301, "/mcp"), guard, options
     )
 
 
