@@ -414,7 +414,10 @@ def _texts(headers: Headers, name: bytes) -> list[str]:
 
 def _shown(value: object) -> str:
     """A value for a message: its repr, cut short."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past CPython's int_max_str_digits (only a message built locally)
+        return f"<a {type(value).__name__}>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

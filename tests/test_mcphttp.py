@@ -1280,16 +1280,46 @@ header_lists = st.lists(st.tuples(header_names, header_values_), max_size=6)
 @given(st.one_of(json_values, mcp_shaped), header_lists, st.one_of(json_values, mcp_shaped))
 def test_no_message_and_headers_make_any_check_raise(message: Any, headers: Headers, tools: Any) -> None:
     era_of(message, headers)
-    check_modern_request(message, headers)
-    check_legacy_version(headers)
-    check_post_headers(headers)
     modern_request_headers(message)
     learned = tool_headers_from_list(tools)
     x_mcp_headers(tools)
-    check_param_headers(message, headers, learned)
-    check_param_headers(message, headers, TOOL_HEADERS)
-    if isinstance(message, list):
-        check_legacy_batch(message, headers)
+    outcomes = [
+        check_modern_request(message, headers),
+        check_legacy_version(headers),
+        check_post_headers(headers),
+        check_param_headers(message, headers, learned),
+        check_param_headers(message, headers, TOOL_HEADERS),
+        check_legacy_batch(message, headers) if isinstance(message, list) else None,
+    ]
+    for refusal in outcomes:
+        if refusal is not None:
+            json.loads(refusal.body())
+
+
+any_text = st.text(alphabet=st.characters(exclude_categories=()))  # lone surrogates included
+
+
+@given(any_text, st.sampled_from(["tools/call", "resources/read", "tasks/get", any_text]))
+def test_no_text_makes_the_client_side_raise(name: str, method: str) -> None:
+    encode_header_value(name)
+    modern_request_headers(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {"name": name, "uri": name, "taskId": name, "_meta": {VERSION_KEY: name}},
+        }
+    )
+
+
+def test_a_huge_integer_in_a_locally_built_message_does_not_break_the_refusal_message() -> None:
+    message = request("tools/call", {"name": 10**5000})
+    refusal = check_modern_request(message, headers_for(message, name="t"))
+    assert code(refusal) == HEADER_MISMATCH
+    assert (
+        code(check_param_headers(call({"limit": 10**5000}), [(b"mcp-param-limit", b"1")], TOOL_HEADERS))
+        == HEADER_MISMATCH
+    )
 
 
 @given(st.binary() | st.builds(lambda v: json.dumps(v).encode(), st.one_of(json_values, mcp_shaped)))
