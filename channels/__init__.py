@@ -11,6 +11,7 @@ from ._address import (
     AddressError,
     ConnectError,
     ConnectOptions,
+    HttpOptions,
     ListenError,
     ListenOptions,
     address_schemes,
@@ -40,6 +41,7 @@ from ._errors import (
     SendTimeout,
 )
 from ._framing import LineFramer, Oversized
+from ._http import HttpAddress, HttpsAddress
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._listener import (
     HandshakeError,
@@ -75,6 +77,9 @@ __all__ = [
     "CredentialError",
     "FdAddress",
     "HandshakeError",
+    "HttpAddress",
+    "HttpOptions",
+    "HttpsAddress",
     "Incoming",
     "IncomingHandler",
     "InvalidMessage",

@@ -9,8 +9,9 @@ and one :func:`register_address_kind` call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import attrs
 
@@ -65,6 +66,47 @@ DEFAULT_PING_INTERVAL = 20.0
 DEFAULT_PING_TIMEOUT = 20.0
 
 
+# Legacy Streamable HTTP sessions left idle this long are ended (their children stopped); a client
+# that comes back gets 404 and initialises again, as the spec provides. Half an hour outlasts a
+# person's pause between tool calls without keeping abandoned children forever.
+DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
+# At most this many legacy sessions at once per HTTP address (each may own a child process).
+DEFAULT_MAX_SESSIONS = 256
+# Bytes of SSE events kept per session for Last-Event-ID replay (oldest dropped first).
+DEFAULT_EVENT_BUDGET = 4 * 1024 * 1024
+# A comment on an idle SSE stream this often keeps proxies from timing it out (nginx's
+# proxy_read_timeout defaults to 60 s).
+DEFAULT_SSE_KEEPALIVE = 15.0
+
+
+@attrs.frozen
+class HttpOptions:
+    """Settings only HTTP listeners read.
+
+    Attributes:
+        session_idle_timeout: seconds after which an idle legacy session is ended.
+        max_sessions: legacy sessions (and 2024-11-05 SSE streams) at once; more get 503.
+        event_budget: bytes of events a session keeps for ``Last-Event-ID`` replay.
+        sse_keepalive: seconds of silence on an event stream before a keep-alive comment.
+        trust_proxy: take the client's host from ``X-Forwarded-Host`` (for the Host check) and
+            its address from ``X-Forwarded-For``, set by a reverse proxy in front. Only for
+            listeners that nothing but the proxy can reach.
+        cors_origins: origins whose browser pages may call the endpoint cross-origin (CORS,
+            off when empty); they are also allowed as ``Origin``.
+        resource_metadata: an OAuth 2.0 protected-resource metadata document (RFC 9728) served
+            at ``/.well-known/oauth-protected-resource`` plus the endpoint's path, and named in
+            the ``WWW-Authenticate`` header of 401 answers; ``None`` serves none.
+    """
+
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    event_budget: int = DEFAULT_EVENT_BUDGET
+    sse_keepalive: float = DEFAULT_SSE_KEEPALIVE
+    trust_proxy: bool = False
+    cors_origins: frozenset[str] = frozenset()
+    resource_metadata: Mapping[str, Any] | None = None
+
+
 @attrs.frozen
 class ListenOptions:
     """How to open listeners. Each kind reads the fields that concern it.
@@ -92,6 +134,7 @@ class ListenOptions:
         handshake_timeout: seconds a client has for its TLS handshake, WebSocket upgrade and
             authentication.
         ping_interval, ping_timeout: WebSocket keepalive.
+        http: settings of HTTP listeners.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -109,6 +152,7 @@ class ListenOptions:
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     ping_interval: float = DEFAULT_PING_INTERVAL
     ping_timeout: float = DEFAULT_PING_TIMEOUT
+    http: HttpOptions = HttpOptions()
 
 
 @attrs.frozen

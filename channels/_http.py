@@ -1,0 +1,159 @@
+"""Streamable HTTP addresses and listeners: ``http://HOST:PORT/PATH`` and ``https://...``.
+
+The listener accepts TCP connections and serves each in a task of its own; what it hands the
+bridge is not a connection but a session, a request or an SSE stream (see
+:mod:`channels._httpservice`), hence :meth:`HttpListener.serve` instead of ``accept``.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import NoReturn, Self, final
+
+import attrs
+import trio
+
+from ._address import Address, ConnectError, ConnectOptions, ListenOptions, register_address_kind
+from ._channel import MessageChannel
+from ._endpoint import Endpoint, parse_endpoint
+from ._guard import RequestGuard
+from ._httpservice import HttpService
+from ._listener import Incoming, IncomingHandler, MessageListener
+from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
+from ._tls import server_context
+
+logger = logging.getLogger("channels.http")
+
+
+@final
+class HttpListener(MessageListener):
+    """Serves MCP over HTTP on one socket; owns the socket (not the service, which it shares)."""
+
+    def __init__(
+        self, listener: trio.SocketListener, service: HttpService, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        self._listener = listener
+        self._service = service
+        self._ssl_context = ssl_context
+        host, port = listener.socket.getsockname()[:2]
+        endpoint = service.endpoint
+        self._address = f"{endpoint.scheme}://{format_host_port(host, port)}{endpoint.path}"
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    async def accept(self) -> Incoming:
+        """Not used: an HTTP connection is not one channel. Serve with :meth:`serve`.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("an HTTP listener is served with serve(), not accept()")
+
+    async def serve(
+        self,
+        handler: IncomingHandler,
+        handler_nursery: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> NoReturn:
+        """Accept TCP connections until cancelled; each is served in ``handler_nursery``.
+
+        Connections run in ``handler_nursery`` so that, when this is cancelled (a graceful stop),
+        responses in progress finish; idle keep-alive connections close and new requests get
+        503 from then on.
+        """
+        service = self._service
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service.reap_idle_sessions)
+                task_status.started()
+                while True:
+                    stream, peer = await accept_tcp(
+                        self._listener, service.endpoint.scheme, self._ssl_context, https_compatible=True
+                    )
+                    handler_nursery.start_soon(
+                        service.serve_connection, stream, peer, handler, handler_nursery
+                    )
+        finally:
+            service.stop()
+
+    async def aclose(self) -> None:
+        await self._listener.aclose()
+
+
+class _HttpAddress(Address):
+    endpoint: Endpoint
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """Parse ``SCHEME://HOST[:PORT][/PATH]`` (the path defaults to ``/``).
+
+        Raises:
+            AddressError: another scheme, no host, a bad port, or a query, fragment or user name.
+        """
+        return cls(parse_endpoint(text, cls.scheme, kind="an HTTP address"))  # type: ignore[call-arg]
+
+    def __str__(self) -> str:
+        return str(self.endpoint)
+
+    async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Listen for MCP over HTTP on ``PATH``; the caller owns the listeners.
+
+        Every request's ``Host``, ``Origin`` and bearer token are checked first (as for
+        WebSocket; ``options.http.cors_origins`` are allowed origins too). ``https://`` needs
+        ``options.tls_cert`` and ``options.tls_key``.
+
+        Raises:
+            ListenError: ``https://`` without a certificate, beyond loopback without
+                authentication or opt-out, or the bind failed.
+        """
+        endpoint = self.endpoint
+        context = server_context(self, options) if endpoint.secure else None
+        if context is not None:
+            context.set_alpn_protocols(["http/1.1"])
+        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
+        guard = RequestGuard.create(
+            loopback=loopback,
+            bind_host=endpoint.host,
+            allow_hosts=options.allow_hosts,
+            allow_origins=options.allow_origins | options.http.cors_origins,
+            tokens=options.tokens,
+        )
+        service = HttpService(endpoint, guard, options)
+        return [
+            HttpListener(listener, service, context)
+            for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
+        ]
+
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Connect as a Streamable HTTP client (not available yet).
+
+        Raises:
+            ConnectError: always, for now.
+        """
+        raise ConnectError(f"{self}: connecting to an HTTP endpoint is not available yet")
+        yield  # pragma: no cover
+
+
+@register_address_kind
+@attrs.frozen
+class HttpAddress(_HttpAddress):
+    """``http://HOST:PORT/PATH``: MCP's Streamable HTTP transport (and HTTP+SSE for old clients)."""
+
+    scheme = "http"
+    endpoint: Endpoint
+
+
+@register_address_kind
+@attrs.frozen
+class HttpsAddress(_HttpAddress):
+    """``https://HOST:PORT/PATH``: the same over TLS."""
+
+    scheme = "https"
+    endpoint: Endpoint

@@ -1,0 +1,191 @@
+"""Channels for one HTTP response: a modern request (MCP 2026-07-28), or a 2024-11-05 SSE stream.
+
+:class:`ExchangeChannel`: in the 2026-07-28 era each POST carries one request and its response
+carries everything about it, so the POST is a channel of its own: ``receive()`` gives the request,
+``send()`` writes the reply (and the notifications before it) to the response, and then
+``receive()`` ends. If the client closes the response first, ``receive()`` raises
+``trio.BrokenResourceError``: the bridge then cancels the request at the child (closing the
+response stream is how HTTP cancels in that era).
+
+:class:`SseChannel`: the 2024-11-05 HTTP+SSE transport. A GET opens an event stream and is the
+channel; the client POSTs its messages to the endpoint the stream's first event named, and they
+come out of ``receive()``. Closing the GET ends the channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from ._channel import MessageChannel, PeerInfo
+from ._httpstream import ResponseStream
+from ._jsonrpc import JSONObject, encode
+
+# What a 2024-11-05 SSE channel may hold from POSTs the bridge has not read yet (messages).
+SSE_INBOUND_QUEUE = 64
+
+
+class ExchangeChannel(MessageChannel):
+    """One POSTed request and its response, as a channel (see the module docstring).
+
+    Args:
+        request: the request, validated.
+        peer: who sent it.
+        status_of: the HTTP status for a reply sent as the whole response (a 2026-07-28 error
+            reply maps to 4xx).
+        on_reply: called with the request and its reply, before the reply is queued (the
+            listener learns tool header annotations from ``tools/list`` results this way).
+    """
+
+    def __init__(
+        self,
+        request: JSONObject,
+        peer: PeerInfo,
+        status_of: Callable[[JSONObject], int],
+        on_reply: Callable[[JSONObject, JSONObject], None] | None = None,
+    ) -> None:
+        self._request: JSONObject | None = request
+        self._original = request
+        self._request_id = request.get("id")
+        self._peer = peer
+        self._status_of = status_of
+        self._on_reply = on_reply
+        self.stream = ResponseStream("0", finals=1)
+        self._over = trio.Event()  # replied, or the client left
+        self.client_left = False
+        self.closed = False
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self._peer
+
+    def leave(self) -> None:
+        """The client closed the response before the reply (the HTTP side calls this)."""
+        if not self.stream.ended:
+            self.client_left = True
+        self._over.set()
+
+    async def receive(self) -> JSONObject:
+        if self.closed:
+            raise trio.ClosedResourceError("the exchange is closed")
+        if self._request is not None:
+            request, self._request = self._request, None
+            await trio.lowlevel.checkpoint()
+            return request
+        await self._over.wait()
+        if self.client_left:
+            raise trio.BrokenResourceError("the client closed the response stream")
+        raise trio.EndOfChannel
+
+    async def send(self, value: JSONObject) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the exchange is closed")
+        self._put(value)
+        await trio.lowlevel.checkpoint()
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the exchange is closed")
+        for message in messages:
+            self._put(message)
+        await trio.lowlevel.checkpoint()
+
+    def _put(self, message: JSONObject) -> None:
+        data = encode(message)[:-1]
+        self.bytes_sent += len(data)
+        final = "method" not in message and message.get("id") == self._request_id
+        if final:
+            if self._on_reply is not None and self._request_id is not None:
+                self._on_reply(self._original, message)
+            self.stream.put(data, final=True, status=self._status_of(message))
+            self._over.set()
+        elif "method" in message or message.get("id") is None:
+            self.stream.put(data)  # a notification about this request, or an error about none
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self.stream.end()
+        self._over.set()
+        await trio.lowlevel.checkpoint()
+
+
+class SseChannel(MessageChannel):
+    """A 2024-11-05 HTTP+SSE connection (see the module docstring).
+
+    Args:
+        session_id: the id in the endpoint URL the client POSTs to.
+        peer: who opened the stream.
+    """
+
+    def __init__(self, session_id: str, peer: PeerInfo) -> None:
+        self.session_id = session_id
+        self._peer = peer
+        self.stream = ResponseStream("0", finals=0)
+        self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](SSE_INBOUND_QUEUE)
+        self.closed = False
+        self.on_close: list[Callable[[SseChannel], Any]] = []
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self._peer
+
+    async def deliver(self, message: JSONObject) -> None:
+        """Hand a POSTed message to the bridge (waits while the queue is full).
+
+        Raises:
+            trio.ClosedResourceError: the stream is gone.
+        """
+        try:
+            await self._inbound_send.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise trio.ClosedResourceError("the SSE stream is gone") from None
+
+    def leave(self) -> None:
+        """The client closed the event stream: the bridge's next ``receive`` fails."""
+        self._inbound_send.close()
+        self._left = True
+
+    _left = False
+
+    async def receive(self) -> JSONObject:
+        if self.closed:
+            raise trio.ClosedResourceError("the SSE channel is closed")
+        try:
+            return await self._inbound.receive()
+        except trio.EndOfChannel:
+            raise trio.BrokenResourceError("the client closed the event stream") from None
+
+    def receive_nowait(self) -> JSONObject:
+        if self.closed:
+            raise trio.ClosedResourceError("the SSE channel is closed")
+        try:
+            return self._inbound.receive_nowait()
+        except trio.EndOfChannel:
+            raise trio.BrokenResourceError("the client closed the event stream") from None
+
+    async def send(self, value: JSONObject) -> None:
+        await self.send_many([value])
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the SSE channel is closed")
+        if self._left:
+            raise trio.BrokenResourceError("the client closed the event stream")
+        for message in messages:
+            data = encode(message)[:-1]
+            self.bytes_sent += len(data)
+            self.stream.put(data)
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._inbound_send.close()
+        self._inbound.close()
+        self.stream.end()
+        for callback in self.on_close:
+            callback(self)
+        await trio.lowlevel.checkpoint()

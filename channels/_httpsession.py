@@ -1,0 +1,243 @@
+"""Legacy Streamable HTTP sessions (MCP 2025-03-26 to 2025-11-25) as message channels.
+
+A session begins with a POSTed ``initialize`` and is one :class:`SessionChannel`: what the client
+POSTs comes out of ``receive()``, and what the bridge ``send()`` sends goes to one response stream:
+
+1. a reply, to the stream of the POST that carried its request;
+2. a ``notifications/progress``, to the stream of the request whose ``progressToken`` it names;
+3. a notification about the session rather than a request (a list changed, a resource updated):
+   to the standalone GET stream, where it waits for a GET if none is open;
+4. any other notification or server request (a log message, a sampling or roots request): to the
+   stream of the one request in flight, if exactly one is; otherwise to the standalone GET stream
+   if one is open; otherwise to the stream of the newest request in flight; otherwise it waits on
+   the standalone stream for a GET.
+
+So each message goes out on exactly one stream, never broadcast. A session ends with DELETE, an
+idle timeout, or when the bridge closes its channel (its child exited): later requests naming it
+get 404, which tells a client to initialise again.
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from typing import Any
+
+import trio
+
+from ._channel import MessageChannel, PeerInfo
+from ._httpstream import EventBudget, ResponseStream
+from ._jsonrpc import JSONObject, encode
+
+# What a session's channel may hold from POSTs the bridge has not read yet (messages): enough for
+# a burst of concurrent POSTs; beyond it a POST waits (backpressure onto the client).
+INBOUND_QUEUE = 64
+STANDALONE_KEY = "0"
+# Server notifications about the session as a whole, never about one request (MCP schema's
+# ServerNotification union, 2025-11-25).
+SESSION_NOTIFICATIONS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
+
+
+def new_session_id() -> str:
+    """A session id from the OS CSPRNG: 32 hex digits (visible ASCII, as the spec requires)."""
+    return secrets.token_hex(16)
+
+
+def id_key(request_id: Any) -> tuple[type, Any]:
+    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
+    return (type(request_id), request_id)
+
+
+class SessionChannel(MessageChannel):
+    """One legacy session, as the bridge sees it: a channel of the client's messages.
+
+    The HTTP listener makes it, hands it to the bridge inside an :class:`~channels.Incoming`,
+    and feeds it; the bridge's ``aclose()`` ends the session.
+
+    Args:
+        session_id: the ``Mcp-Session-Id``.
+        peer: who opened the session.
+        event_budget: bytes of events kept for ``Last-Event-ID`` replay.
+    """
+
+    def __init__(self, session_id: str, peer: PeerInfo, event_budget: int) -> None:
+        self.session_id = session_id
+        self._peer = peer
+        self.protocol_version: str | None = None  # the version the initialize reply chose
+        self.budget = EventBudget(event_budget, on_empty=self.forget)
+        self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](INBOUND_QUEUE)
+        self.requests: dict[tuple[type, Any], ResponseStream] = {}
+        self.by_progress: dict[tuple[type, Any], ResponseStream] = {}
+        self.streams: dict[str, ResponseStream] = {}
+        self._order: collections.OrderedDict[ResponseStream, None] = collections.OrderedDict()
+        self.standalone = self._stream(STANDALONE_KEY, finals=0)
+        self._next_key = 1
+        self.closed = False  # the bridge closed the channel: the session is over
+        self.ended = False  # the client ended it (DELETE, idle): receive() sees the end
+        self.last_active = trio.current_time()
+        self.on_close: list[Any] = []
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self._peer
+
+    def _stream(self, key: str, finals: int) -> ResponseStream:
+        stream = ResponseStream(key, finals, self.budget)
+        self.streams[key] = stream
+        return stream
+
+    # --- the HTTP side -------------------------------------------------------------------
+
+    def open_request_stream(self, messages: list[JSONObject]) -> ResponseStream:
+        """A stream for the replies to ``messages`` (requests), registered before they are sent."""
+        stream = self._stream(str(self._next_key), finals=len(messages))
+        self._next_key += 1
+        for message in messages:
+            self.requests[id_key(message["id"])] = stream
+            token = _progress_token(message)
+            if token is not None:
+                self.by_progress[id_key(token)] = stream
+        self._order[stream] = None
+        return stream
+
+    def in_flight(self, request_id: Any) -> bool:
+        return id_key(request_id) in self.requests
+
+    async def deliver(self, messages: list[JSONObject]) -> None:
+        """Hand POSTed messages to the bridge, in order (waits while the queue is full).
+
+        Raises:
+            trio.ClosedResourceError: the session is over.
+        """
+        self.last_active = trio.current_time()
+        for message in messages:
+            try:
+                await self._inbound_send.send(message)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise trio.ClosedResourceError("the session is over") from None
+
+    def end(self) -> None:
+        """The client ended the session (DELETE, idle): the bridge's ``receive`` sees the end."""
+        if not self.ended:
+            self.ended = True
+            self._inbound_send.close()
+
+    def forget(self, stream: ResponseStream) -> None:
+        """A request stream is done and written: keep it only while it has events to replay."""
+        self._order.pop(stream, None)
+        if stream.key != STANDALONE_KEY and not stream.kept:
+            self.streams.pop(stream.key, None)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and no response being written."""
+        return not self.requests and not any(stream.attached for stream in self.streams.values())
+
+    # --- the bridge side -----------------------------------------------------------------
+
+    async def receive(self) -> JSONObject:
+        if self.closed:
+            raise trio.ClosedResourceError("the session channel is closed")
+        try:
+            return await self._inbound.receive()
+        except trio.EndOfChannel:
+            raise
+        except trio.ClosedResourceError:
+            raise trio.ClosedResourceError("the session channel is closed") from None
+
+    def receive_nowait(self) -> JSONObject:
+        if self.closed:
+            raise trio.ClosedResourceError("the session channel is closed")
+        return self._inbound.receive_nowait()
+
+    async def send(self, value: JSONObject) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the session channel is closed")
+        self._route(value, encode(value)[:-1])
+        await trio.lowlevel.checkpoint()
+
+    async def send_many(self, messages: Any) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("the session channel is closed")
+        for message in messages:
+            self._route(message, encode(message)[:-1])
+        await trio.lowlevel.checkpoint()
+
+    def _route(self, message: JSONObject, data: bytes) -> None:
+        self.bytes_sent += len(data)
+        if "method" not in message:
+            stream = self.requests.pop(id_key(message.get("id")), None)
+            if stream is not None:
+                self._reply_sent(stream)
+                stream.put(data, final=True)
+                if message.get("id") is not None and self.protocol_version is None:
+                    result = message.get("result")
+                    if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
+                        self.protocol_version = result["protocolVersion"]
+            # else: a reply nobody waits for (an id the bridge invented, a request answered
+            # already); the bridge only sends replies to requests it received, so drop it.
+            return
+        if message.get("method") == "notifications/progress":
+            params = message.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            stream = self.by_progress.get(id_key(token)) if token is not None else None
+            if stream is not None and not stream.ended:
+                stream.put(data)
+                return
+        if message.get("method") in SESSION_NOTIFICATIONS:
+            self.standalone.put(data)
+        else:
+            self._route_unrelated().put(data)
+
+    def _route_unrelated(self) -> ResponseStream:
+        live = [stream for stream in self._order if not stream.ended]
+        if len(live) == 1:
+            return live[0]
+        if self.standalone.attached or not live:
+            return self.standalone
+        return live[-1]
+
+    def _reply_sent(self, stream: ResponseStream) -> None:
+        if stream.finals_left <= 1:
+            self._order.pop(stream, None)
+            for key in [key for key, value in self.by_progress.items() if value is stream]:
+                del self.by_progress[key]
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._inbound_send.close()
+        self._inbound.close()
+        for key, stream in list(self.requests.items()):
+            # Every request gets a reply (DESIGN.md §5.1): the bridge answers what is in flight
+            # before it closes, so this only catches what it could not.
+            stream.put(encode(session_ended(key[1]))[:-1], final=True)
+        self.requests.clear()
+        for stream in self.streams.values():
+            stream.end()
+        for callback in self.on_close:
+            callback(self)
+        await trio.lowlevel.checkpoint()
+
+
+def session_ended(request_id: Any) -> JSONObject:
+    """The reply to a request whose session ended before its answer came."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": -32000, "message": "Connection closed", "data": {"reason": "session-ended"}},
+    }
+
+
+def _progress_token(message: JSONObject) -> Any:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get("progressToken") if isinstance(meta, dict) else None
