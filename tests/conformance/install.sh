@@ -4,23 +4,24 @@
 # version is left alone without asking the registry, so a second run takes well under a second.
 #
 #   node/        node-linux-<arch>@22: the suite wants Node 22+; Debian's nodejs is 20.
-#   2025-11-25/  @modelcontextprotocol/conformance@0.1.16, the npm "latest": the 2025-11-25 scenarios.
-#   2026-07-28/  @modelcontextprotocol/conformance@0.2.0-alpha.N: adds the 2026-07-28 scenarios.
-#                Same package name as above, hence a prefix of its own.
+#   suite-0.1/   @modelcontextprotocol/conformance@0.1.16, the npm "latest": 2025-11-25 scenarios.
+#   suite-0.2/   @modelcontextprotocol/conformance@0.2.0-alpha.N, npm prereleases: the 2026-07-28
+#                scenarios, and newer checks of the 2025-11-25 ones. Same package name as the
+#                above, hence a prefix of its own.
 #
 # The versions are pinned: the expected-failures baselines (baseline-*.yml) are written against
 # them, and an alpha that adds scenarios must not turn CI red without a change here. To move to
 # a newer suite, change the version below (`npm view @modelcontextprotocol/conformance versions`
 # lists them), run this script and the conformance tests, and update the baselines.
-# CONFORMANCE_2025_VERSION, CONFORMANCE_2026_VERSION and NODE_VERSION override the pins.
+# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION and CONFORMANCE_NODE_VERSION override the pins.
 #
 # One attempt; .ci/run retries on a registry hiccup. Prints each part's installed version; exits
 # non-zero when a part is missing after the attempt.
 set -euo pipefail
 
-NODE_VERSION="${NODE_VERSION:-22.23.5}"
-CONFORMANCE_2025_VERSION="${CONFORMANCE_2025_VERSION:-0.1.16}"
-CONFORMANCE_2026_VERSION="${CONFORMANCE_2026_VERSION:-0.2.0-alpha.12}"
+CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22.23.5}"
+CONFORMANCE_0_1_VERSION="${CONFORMANCE_0_1_VERSION:-0.1.16}"
+CONFORMANCE_0_2_VERSION="${CONFORMANCE_0_2_VERSION:-0.2.0-alpha.12}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.node"
@@ -60,7 +61,7 @@ install() {
     }
 }
 
-install "$root/node" "$node_package" "$NODE_VERSION"
-install "$root/2025-11-25" @modelcontextprotocol/conformance "$CONFORMANCE_2025_VERSION"
-install "$root/2026-07-28" @modelcontextprotocol/conformance "$CONFORMANCE_2026_VERSION"
-"$root/node/node_modules/$node_package/bin/node" --version >/dev/null
+install "$root/node" "$node_package" "$CONFORMANCE_NODE_VERSION"
+install "$root/suite-0.1" @modelcontextprotocol/conformance "$CONFORMANCE_0_1_VERSION"
+install "$root/suite-0.2" @modelcontextprotocol/conformance "$CONFORMANCE_0_2_VERSION"
+"$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/test_conformance.py runs
