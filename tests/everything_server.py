@@ -26,7 +26,7 @@ Differences from the reference server:
   exercise something instead of passing vacuously: ``test_streaming_elicitation`` (its response
   stream may carry notifications, never a request) and ``test_logging_tool`` (logs at info,
   which a 2026-07-28 request without ``_meta`` ``logLevel`` must not see).
-* argparse instead of click. No logging to stderr unless ``--log-level`` says so.
+* argparse instead of click. Logs only CRITICAL on stderr unless ``--log-level`` says otherwise.
 * ``test_reconnection`` calls ``close_sse_stream()``, which is a no-op on stdio: closing a
   response stream mid-call is the HTTP server's business (the bridge's, behind a bridge).
 
@@ -41,6 +41,7 @@ import json
 import logging
 import socket
 import sys
+import warnings
 from typing import Annotated, Any
 
 import anyio
@@ -48,7 +49,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
@@ -796,11 +797,18 @@ def main() -> None:
     )
     parser.add_argument("--log-level", default="CRITICAL", help="stderr log level (default: CRITICAL)")
     args = parser.parse_args()
+    # force: MCPServer() already gave the root logger an INFO handler, which would log every
+    # tool the fixture fails on purpose (test_error_handling) with its traceback.
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
+        force=True,
     )
+    if logging.getLogger().level > logging.DEBUG:
+        # The 2025-era sampling and elicitation calls are deprecated as of 2026-07-28, and
+        # called here on purpose, as the reference server does.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
     if args.http is not None:
         anyio.run(serve_http, args.http)
     else:
