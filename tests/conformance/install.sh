@@ -15,8 +15,8 @@
 # lists them), run this script and the conformance tests, and update the baselines.
 # CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION and CONFORMANCE_NODE_VERSION override the pins.
 #
-# One attempt; .ci/run retries on a registry hiccup. Prints each part's installed version; exits
-# non-zero when a part is missing after the attempt.
+# One attempt; .ci/run retries on a registry hiccup. Says for each part whether it was there or
+# installed; exits non-zero when a part is not at its version after the attempt.
 set -euo pipefail
 
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22.23.5}"
@@ -32,14 +32,16 @@ case "$(uname -m)" in
     *) echo "install.sh: no Node.js package for $(uname -m)" >&2; exit 1 ;;
 esac
 
-command -v npm >/dev/null 2>&1 || { echo "install.sh: npm not found (Debian: apt-get install npm)" >&2; exit 1; }
+command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 || {
+    echo "install.sh: npm or node not found (Debian: apt-get install npm)" >&2
+    exit 1
+}
 
-# The version of package $2 installed under prefix $1, or nothing. Read with sed: no JSON tool
-# is assumed, and npm writes a package's package.json with one '"version": "X"' line.
+# The version of package $2 installed under prefix $1, or nothing. Node reads it: npm needs it.
 installed_version() {
     local manifest="$1/node_modules/$2/package.json"
     [ -f "$manifest" ] || return 0
-    sed -n 's/^  "version": "\([^"]*\)",\{0,1\}$/\1/p' "$manifest" | head -n 1
+    node -p 'require(process.argv[1]).version' "$manifest" 2>/dev/null || true
 }
 
 # install PREFIX PACKAGE VERSION: npm install PACKAGE@VERSION into PREFIX unless it is there.
