@@ -479,9 +479,10 @@ class Daemon:
                 if opens_with_initialize:
                     return await self._relay(client)
             if self._shared is not None:
-                logger.info("%s: connected to the shared child", client.peer)
+                level = logging.DEBUG if client.one_request else logging.INFO
+                logger.log(level, "%s: connected to the shared child", client.peer)
                 ending = await self._shared.serve(client)
-                logger.info("%s: %s", client.peer, ending)
+                logger.log(level, "%s: %s", client.peer, ending)
                 return ending
             return await self._relay(client)
         except ChildStartError as exc:
@@ -543,14 +544,15 @@ class Daemon:
                 self._children.add(child)
                 if self._stop_now.is_set():
                     child.hurry()
-                logger.info("%s: connected; child pid %d%s", client.peer, child.pid, origin)
+                level = logging.DEBUG if client.one_request else logging.INFO
+                logger.log(level, "%s: connected; child pid %d%s", client.peer, child.pid, origin)
                 relay = Relay(client, child, self.config.limits, self._stopping, self._stop_now)
                 self._relays.add(relay)
                 try:
                     ending = await relay.run()
                 finally:
                     self._relays.discard(relay)
-                logger.info("%s: %s", client.peer, ending.description)
+                logger.log(level, "%s: %s", client.peer, ending.description)
                 # The client sees its end before the child stops.
                 await client.aclose_with(close_reason(ending.reason), ending.description)
         finally:

@@ -22,6 +22,11 @@ class WrappedChannel(MessageChannel):
         return self._channel.peer
 
     @property
+    def one_request(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped channel carries a single request."""
+        return self._channel.one_request
+
+    @property
     def send_timeout(self) -> float | None:
         """The wrapped channel's send timeout (setting it sets theirs)."""
         return self._channel.send_timeout

@@ -119,6 +119,10 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     bytes_sent: int = 0
     """Bytes written to the transport so far, where the channel counts them."""
 
+    one_request: bool = False
+    """The channel carries a single request and its answer (a 2026-07-28 HTTP POST), so its
+    opening and closing are routine: the bridge logs them at debug level, not info."""
+
     send_timeout: float | None = None
     """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.
     Implementations that do not support it leave it ``None``."""

@@ -54,6 +54,7 @@ class ExchangeChannel(MessageChannel):
         self._on_reply = on_reply
         self.stream = ResponseStream("0", finals=1)
         self._over = trio.Event()  # replied, or the client left
+        self.one_request = True
         self.client_left = False
         self.closed = False
 

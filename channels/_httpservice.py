@@ -45,6 +45,7 @@ from ._jsonrpc import JSONObject
 from ._listener import HandshakeError, Incoming, IncomingHandler, tls_handshake
 from ._mcphttp import (
     LEGACY_VERSIONS,
+    METHOD_NOT_FOUND,
     HttpRefusal,
     check_legacy_version,
     check_modern_request,
@@ -70,6 +71,11 @@ _TOO_MANY = {"too-many-connections"}
 # transports text, "SSE polling").
 RESUMING_VERSIONS = frozenset({"2025-11-25"})
 RETRY_MS = 1000
+# Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
+# with the 404 and -32601 the transport specifies for a method the server does not implement.
+REMOVED_METHODS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
 CORS_ALLOW_HEADERS = (
     b"authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version, "
     b"mcp-method, mcp-name"
@@ -610,6 +616,14 @@ class HttpService:
             message, request.headers, self.tool_headers
         )
         if refusal is not None:
+            await self._respond(connection, refusal, cors)
+            return
+        if message.get("method") in REMOVED_METHODS and "id" in message:
+            # Not forwarded: a dual-era child would answer initialize with -32022, or worse,
+            # settle a shared process into the legacy era for everyone.
+            refusal = HttpRefusal(
+                404, METHOD_NOT_FOUND, "Method not found", "removed-method", request_id=message["id"]
+            )
             await self._respond(connection, refusal, cors)
             return
         if "id" not in message or "method" not in message:
