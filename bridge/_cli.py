@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import grp
+import json
 import logging
 import os
 import pwd
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from importlib import metadata
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -21,6 +22,7 @@ from channels import (
     AddressError,
     ConnectOptions,
     CredentialError,
+    HttpOptions,
     ListenError,
     ListenOptions,
     TcpAddress,
@@ -316,7 +318,7 @@ def serve_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="WebSocket: also accept this Origin, e.g. https://app.example "
+        help="WebSocket and HTTP: also accept this Origin, e.g. https://app.example "
         "(repeatable; loopback origins are accepted on loopback binds; "
         "requests without Origin always are)",
     )
@@ -325,8 +327,43 @@ def serve_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="HOST",
-        help="WebSocket: also accept this Host name (repeatable; by default "
+        help="WebSocket and HTTP: also accept this Host name (repeatable; by default "
         "loopback names on loopback binds, any name elsewhere)",
+    )
+    web = parser.add_argument_group("Streamable HTTP listeners")
+    web.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let browser pages from this origin call the endpoint (CORS; repeatable; off by default)",
+    )
+    web.add_argument(
+        "--trust-proxy",
+        action="store_true",
+        help="behind a reverse proxy: check X-Forwarded-Host instead of Host and log "
+        "X-Forwarded-For as the client (only if nothing but the proxy can reach the listener)",
+    )
+    web.add_argument(
+        "--oauth-metadata",
+        metavar="FILE",
+        help="serve this JSON OAuth protected-resource metadata document (RFC 9728) at "
+        "/.well-known/oauth-protected-resource/PATH and name it in 401 answers",
+    )
+    web.add_argument(
+        "--session-idle-timeout",
+        type=_duration("--session-idle-timeout"),
+        default=HttpOptions().session_idle_timeout,
+        metavar="DURATION",
+        help="end a legacy session idle this long, stopping its child "
+        f"(default: {HttpOptions().session_idle_timeout:g}s)",
+    )
+    web.add_argument(
+        "--max-sessions",
+        type=_positive,
+        default=HttpOptions().max_sessions,
+        metavar="N",
+        help=f"legacy sessions at once per HTTP address (default: {HttpOptions().max_sessions})",
     )
     security.add_argument(
         "--insecure-no-auth",
@@ -507,9 +544,10 @@ def _check_command(spec: ChildSpec) -> None:
         raise ConfigError(f"command {command!r} not found in PATH")
 
 
-NETWORK_SCHEMES = frozenset({"tcp", "tls", "ws", "wss"})
-TLS_SCHEMES = frozenset({"tls", "wss"})
-WEB_SCHEMES = frozenset({"ws", "wss"})
+NETWORK_SCHEMES = frozenset({"tcp", "tls", "ws", "wss", "http", "https"})
+TLS_SCHEMES = frozenset({"tls", "wss", "https"})
+WEB_SCHEMES = frozenset({"ws", "wss", "http", "https"})
+HTTP_SCHEMES = frozenset({"http", "https"})
 
 
 def _load_tokens(options: argparse.Namespace) -> TokenSet | None:
@@ -544,6 +582,29 @@ def load_tokens(
     return tokens
 
 
+def load_resource_metadata(path: str | None, field: str) -> dict[str, Any] | None:
+    """Read an OAuth protected-resource metadata document (a JSON object), or ``None``.
+
+    Raises:
+        ConfigError: the file cannot be read or is not a JSON object, naming ``field``.
+    """
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            document = json.load(file)
+    except OSError as exc:
+        raise ConfigError(f"{field} {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{field} {path!r}: not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"{field} {path!r}: expected a JSON object such as "
+            '{"authorization_servers": ["https://auth.example"]}'
+        )
+    return document
+
+
 def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> None:
     """Refuse security options that no listener would use.
 
@@ -556,7 +617,7 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
         options.token_file or options.token_env or options.token_credential
     ) and not schemes & NETWORK_SCHEMES:
         raise ConfigError(
-            "bearer tokens protect tcp:, tls:, ws:// and wss:// listeners, and "
+            "bearer tokens protect tcp:, tls:, ws://, wss://, http:// and https:// listeners, and "
             "there is none; Unix sockets rely on their file mode and --allow-uid"
         )
     tls_flags = [
@@ -569,12 +630,12 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
         if value
     ]
     if tls_flags and not schemes & TLS_SCHEMES:
-        raise ConfigError(f"{tls_flags[0]} is for tls: and wss:// listeners, and there is none")
+        raise ConfigError(f"{tls_flags[0]} is for tls:, wss:// and https:// listeners, and there is none")
     if (options.tls_cert is None) != (options.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together: pass both")
     if schemes & TLS_SCHEMES and options.tls_cert is None:
         raise ConfigError(
-            "tls: and wss:// listeners need a certificate: pass --tls-cert PATH and --tls-key PATH"
+            "tls:, wss:// and https:// listeners need a certificate: pass --tls-cert PATH and --tls-key PATH"
         )
     web_flags = [
         flag
@@ -582,7 +643,20 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
         if value
     ]
     if web_flags and not schemes & WEB_SCHEMES:
-        raise ConfigError(f"{web_flags[0]} is for ws:// and wss:// listeners, and there is none")
+        raise ConfigError(
+            f"{web_flags[0]} is for ws://, wss://, http:// and https:// listeners, and there is none"
+        )
+    http_flags = [
+        flag
+        for flag, value in (
+            ("--cors-origin", options.cors_origin),
+            ("--trust-proxy", options.trust_proxy),
+            ("--oauth-metadata", options.oauth_metadata),
+        )
+        if value
+    ]
+    if http_flags and not schemes & HTTP_SCHEMES:
+        raise ConfigError(f"{http_flags[0]} is for http:// and https:// listeners, and there is none")
 
 
 def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> ServeConfig:
@@ -638,6 +712,13 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         handshake_timeout=options.handshake_timeout,
         ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,
+        http=HttpOptions(
+            session_idle_timeout=options.session_idle_timeout,
+            max_sessions=options.max_sessions,
+            trust_proxy=options.trust_proxy,
+            cors_origins=frozenset(origin.lower().rstrip("/") for origin in options.cors_origin),
+            resource_metadata=load_resource_metadata(options.oauth_metadata, "--oauth-metadata"),
+        ),
     )
     if options.prespawn and options.child == "shared":
         raise ConfigError(

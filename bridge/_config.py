@@ -12,7 +12,7 @@ The file's shape::
     path = "/run/mcp-bridge/github.sock"
 
     [[servers.github.listeners]]
-    kind = "ws"
+    kind = "http"
     address = "127.0.0.1:7302"
     path = "/mcp"
     token_file = ["/etc/mcp-bridge/tokens"]
@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from channels import ListenOptions, parse_address
+from channels import HttpOptions, ListenOptions, parse_address
 
 from ._child import ChildSpec
 from ._daemon import ServeConfig
@@ -47,7 +47,7 @@ from ._errors import ConfigError
 from ._limits import Limits, parse_duration, parse_size
 from ._supervisor import RestartPolicy
 
-LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "fd")
+LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "http", "https", "fd")
 CHILD_MODES = ("per-connection", "shared", "auto")
 # Where the servers of an imported mcpServers file get their sockets, unless told otherwise.
 DEFAULT_SOCKET_DIR = "/run/mcp-bridge"
@@ -56,6 +56,7 @@ MCP_SERVERS_KEYS = frozenset({"command", "args", "env", "cwd", "disabled", "type
 _TOKENS = {"token_file", "token_env", "token_credential", "insecure_no_auth"}
 _TLS = {"tls_cert", "tls_key", "tls_client_ca"}
 _WEB = {"allow_origin", "allow_host"}
+_HTTP = {"cors_origin", "trust_proxy", "oauth_metadata", "session_idle_timeout", "max_sessions"}
 # Per listener kind, the fields that apply: anything else set is refused, as the command line
 # refuses an option no listener would use.
 KIND_FIELDS = {
@@ -64,6 +65,8 @@ KIND_FIELDS = {
     "tls": {"address", *_TOKENS, *_TLS},
     "ws": {"address", "path", *_TOKENS, *_WEB},
     "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS},
+    "http": {"address", "path", *_TOKENS, *_WEB, *_HTTP},
+    "https": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_HTTP},
     "fd": {"name", "allow_uid", "allow_gid", *_TOKENS},
 }
 
@@ -89,6 +92,11 @@ class ListenerEntry:
     allow_origin: list[str] = attrs.field(factory=list)
     allow_host: list[str] = attrs.field(factory=list)
     insecure_no_auth: bool = False
+    cors_origin: list[str] = attrs.field(factory=list)
+    trust_proxy: bool = False
+    oauth_metadata: str | None = None
+    session_idle_timeout: str | None = None
+    max_sessions: int | None = None
 
 
 @attrs.frozen
@@ -310,7 +318,7 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
         address = f"unix:{need('path')}"
     elif entry.kind in ("tcp", "tls"):
         address = f"{entry.kind}:{need('address')}"
-    elif entry.kind in ("ws", "wss"):
+    elif entry.kind in ("ws", "wss", "http", "https"):
         address = f"{entry.kind}://{need('address')}{entry.path or '/'}"
     elif entry.kind == "fd":
         address = f"fd:{need('name')}"
@@ -341,10 +349,30 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
         allow_origins=frozenset(entry.allow_origin),
         allow_hosts=frozenset(entry.allow_host),
         allow_non_loopback=entry.insecure_no_auth,
+        http=_http_options(entry, where),
     )
-    if entry.kind in ("tls", "wss") and (entry.tls_cert is None or entry.tls_key is None):
+    if entry.kind in ("tls", "wss", "https") and (entry.tls_cert is None or entry.tls_key is None):
         raise ConfigError(f"{where}: kind = {entry.kind!r} needs tls_cert and tls_key")
     return address, options
+
+
+def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
+    from ._cli import load_resource_metadata
+
+    defaults = HttpOptions()
+    if entry.max_sessions is not None and entry.max_sessions < 1:
+        raise ConfigError(f"{where}.max_sessions: expected a positive whole number")
+    return HttpOptions(
+        session_idle_timeout=(
+            parse_duration(entry.session_idle_timeout, field=f"{where}.session_idle_timeout")
+            if entry.session_idle_timeout is not None
+            else defaults.session_idle_timeout
+        ),
+        max_sessions=entry.max_sessions if entry.max_sessions is not None else defaults.max_sessions,
+        trust_proxy=entry.trust_proxy,
+        cors_origins=frozenset(origin.lower().rstrip("/") for origin in entry.cors_origin),
+        resource_metadata=load_resource_metadata(entry.oauth_metadata, f"{where}.oauth_metadata"),
+    )
 
 
 # Limits that belong to the listeners (ListenOptions), not to Limits.

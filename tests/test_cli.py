@@ -273,12 +273,12 @@ CONFIG_ERRORS: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
         "tls-options-without-a-tls-listener",
         lambda d: ["--listen", f"unix:{d}/s.sock", "--tls-client-ca", f"{d}/ca.pem", "--", PY],
-        "--tls-client-ca is for tls: and wss:// listeners",
+        "--tls-client-ca is for tls:, wss:// and https:// listeners",
     ),
     (
         "tokens-without-a-network-listener",
         lambda d: ["--listen", f"unix:{d}/s.sock", "--token-env", "HOME", "--", PY],
-        "bearer tokens protect tcp:, tls:, ws:// and wss:// listeners",
+        "bearer tokens protect tcp:, tls:, ws://, wss://, http:// and https:// listeners",
     ),
     (
         "token-variable-unset",
@@ -298,7 +298,7 @@ CONFIG_ERRORS: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
         "allow-origin-without-websocket",
         lambda d: ["--listen", "tcp:127.0.0.1:0", "--allow-origin", "https://app.example", "--", PY],
-        "--allow-origin is for ws:// and wss:// listeners",
+        "--allow-origin is for ws://, wss://, http:// and https:// listeners",
     ),
     (
         "websocket-port-out-of-range",
@@ -312,6 +312,26 @@ CONFIG_ERRORS: list[tuple[str, Callable[[Path], list[str]], str]] = [
         "--insecure-no-auth",
     ),
     ("fd-without-activation", lambda d: ["--listen", "fd:mcp", "--", PY], "FileDescriptorName=mcp"),
+    (
+        "http-options-without-an-http-listener",
+        lambda d: ["--listen", "ws://127.0.0.1:0/", "--cors-origin", "https://app.example", "--", PY],
+        "--cors-origin is for http:// and https:// listeners",
+    ),
+    (
+        "oauth-metadata-not-json",
+        lambda d: ["--listen", "http://127.0.0.1:0/mcp", "--oauth-metadata", "/etc/hostname", "--", PY],
+        "--oauth-metadata '/etc/hostname': not JSON",
+    ),
+    (
+        "https-listener-without-certificate",
+        lambda d: ["--listen", "https://127.0.0.1:0/mcp", "--", PY],
+        "pass --tls-cert PATH and --tls-key PATH",
+    ),
+    (
+        "http-beyond-loopback-unauthenticated",
+        lambda d: ["--listen", "http://0.0.0.0:0/mcp", "--", PY],
+        "--insecure-no-auth",
+    ),
 ]
 
 

@@ -122,7 +122,7 @@ BAD_FILES = [
     ('[servers.a]\n[[servers.a.listeners]]\nkind = "unix"\npath = "/x"\n', "servers.a.command: required"),
     (
         '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "carrier-pigeon"\n',
-        "servers.a.listeners[0].kind: expected one of unix, tcp, tls, ws, wss, fd",
+        "servers.a.listeners[0].kind: expected one of unix, tcp, tls, ws, wss, http, https, fd",
     ),
     (
         '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "tcp"\n',
@@ -149,7 +149,34 @@ BAD_FILES = [
         'tls_cert = "/c.pem"\n',
         "servers.a.listeners[0].tls_cert: not used by kind = 'tcp'",
     ),
+    (
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "ws"\naddress = "127.0.0.1:1"\n'
+        "trust_proxy = true\n",
+        "servers.a.listeners[0].trust_proxy: not used by kind = 'ws'",
+    ),
+    (
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "http"\naddress = "127.0.0.1:1"\n'
+        'session_idle_timeout = "a while"\n',
+        "servers.a.listeners[0].session_idle_timeout",
+    ),
 ]
+
+
+def test_an_http_listener_in_the_file_carries_its_http_settings(tmp_path: Path) -> None:
+    metadata = tmp_path / "prm.json"
+    metadata.write_text('{"authorization_servers": ["https://auth.example"]}')
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "http"\naddress = "127.0.0.1:7302"\n'
+        'path = "/mcp"\ncors_origin = ["https://App.example/"]\ntrust_proxy = true\n'
+        f'oauth_metadata = "{metadata}"\nsession_idle_timeout = "10m"\nmax_sessions = 8\n'
+    )
+    config = serve_configs(read(str(path)))["a"]
+    assert [str(address) for address in config.listen] == ["http://127.0.0.1:7302/mcp"]
+    http = config.listener_options[0].http
+    assert http.cors_origins == frozenset({"https://app.example"})
+    assert http.trust_proxy and http.session_idle_timeout == 600 and http.max_sessions == 8
+    assert http.resource_metadata == {"authorization_servers": ["https://auth.example"]}
 
 
 @pytest.mark.parametrize(("text", "fragment"), BAD_FILES)
