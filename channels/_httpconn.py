@@ -8,7 +8,8 @@ server-sent events), and noticing that the client went away while its response i
 
 One task serves the connection: it reads a request, answers it (possibly streaming for a long
 time), then reads the next. While it answers, :meth:`HttpConnection.wait_disconnected` may watch
-the socket from another task; a client that pipelines its next request meanwhile loses nothing.
+the socket from another task, which must be done (cancelled) before the next request is read: the
+two never read at once. A client that pipelines its next request meanwhile loses nothing.
 """
 
 from __future__ import annotations
@@ -115,7 +116,6 @@ class HttpConnection:
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._peer_closed = False
         self._broken = False
-        self._receiving = trio.Lock()  # next_request and wait_disconnected never read at once
         self.bytes_received = 0
         self.bytes_sent = 0
         self.closing = False
@@ -143,8 +143,7 @@ class HttpConnection:
             self._h11.start_next_cycle()
             if not self._h11.trailing_data[0]:
                 with trio.move_on_after(self.limits.idle_timeout) as idle:
-                    async with self._receiving:
-                        arrived = await self._receive_into_h11()
+                    arrived = await self._receive_into_h11()
                 if idle.cancelled_caught or not arrived:
                     return None
         with trio.move_on_after(self.limits.head_timeout) as deadline:
@@ -183,12 +182,11 @@ class HttpConnection:
             except h11.RemoteProtocolError as exc:
                 raise BadRequest(exc.error_status_hint, f"malformed request: {exc}") from None
             if event is h11.NEED_DATA:
-                async with self._receiving:
-                    if self._h11.they_are_waiting_for_100_continue:
-                        await self._send(
-                            self._h11.send(h11.InformationalResponse(status_code=100, headers=[]))
-                        )
-                    await self._receive_into_h11()
+                if self._h11.they_are_waiting_for_100_continue:
+                    interim = self._h11.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    assert interim is not None
+                    await self._send(interim)
+                await self._receive_into_h11()
                 continue
             if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
                 return None
@@ -289,10 +287,9 @@ class HttpConnection:
         :meth:`next_request`. Meant to run beside a pending response, and be cancelled when the
         response is done.
         """
-        async with self._receiving:
-            while await self._receive_into_h11():
-                if len(self._h11.trailing_data[0]) > MAX_HEAD_BYTES + self.limits.max_body:
-                    await trio.sleep_forever()  # a pipelining client must wait for its answer
+        while await self._receive_into_h11():
+            if len(self._h11.trailing_data[0]) > MAX_HEAD_BYTES + self.limits.max_body:
+                await trio.sleep_forever()  # a pipelining client must wait for its answer
 
     async def refuse(self, error: BadRequest) -> None:
         """Answer a :class:`BadRequest` (if a response can still be sent) and mark the connection done."""

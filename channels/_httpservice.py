@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, final
 from urllib.parse import parse_qs
@@ -457,24 +457,14 @@ class HttpService:
         style: StreamStyle,
         *,
         session: SessionChannel | None = None,
-        on_leave: Callable[[], None] | None = None,
-    ) -> None:
-        """Write ``stream`` as the response, watching for the client to leave meanwhile."""
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                await connection.wait_disconnected()
-                if on_leave is not None:
-                    on_leave()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch)
-            await write_response(connection, stream, style)
-            nursery.cancel_scope.cancel()
+    ) -> bool:
+        """Write ``stream`` as the response; False if the client left before it was complete."""
+        complete = await write_response(connection, stream, style)
         if session is not None:
             session.last_active = trio.current_time()
             if stream.ended:
                 session.forget(stream)
+        return complete
 
     async def _initialize(
         self,
@@ -633,13 +623,8 @@ class HttpService:
             return
         exchange = ExchangeChannel(message, peer, _modern_status, self._learn)
         nursery.start_soon(handler, VirtualIncoming(exchange))
-        await self._write(
-            connection,
-            exchange.stream,
-            StreamStyle(extra_headers=cors, json_wait=JSON_WAIT, keepalive=self.http.sse_keepalive),
-            on_leave=exchange.leave,
-        )
-        if not exchange.stream.ended:
+        style = StreamStyle(extra_headers=cors, json_wait=JSON_WAIT, keepalive=self.http.sse_keepalive)
+        if not await self._write(connection, exchange.stream, style):
             exchange.leave()
 
     def _learn(self, request: JSONObject, reply: JSONObject) -> None:
@@ -684,15 +669,7 @@ class HttpService:
             extra_headers=cors, json_allowed=False, keepalive=self.http.sse_keepalive, event="message"
         )
         try:
-            async with trio.open_nursery() as watching:
-
-                async def watch() -> None:
-                    await connection.wait_disconnected()
-                    watching.cancel_scope.cancel()
-
-                watching.start_soon(watch)
-                await write_response(connection, channel.stream, style, first_events=[endpoint])
-                watching.cancel_scope.cancel()
+            await write_response(connection, channel.stream, style, first_events=[endpoint])
         finally:
             channel.leave()
             self.sse_channels.pop(channel.session_id, None)

@@ -119,7 +119,10 @@ class SessionChannel(MessageChannel):
         self.last_active = trio.current_time()
         for message in messages:
             try:
-                await self._inbound_send.send(message)
+                try:
+                    self._inbound_send.send_nowait(message)  # the usual case: the bridge waits
+                except trio.WouldBlock:
+                    await self._inbound_send.send(message)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise trio.ClosedResourceError("the session is over") from None
 

@@ -31,6 +31,10 @@ SSE_HEADERS = (
     (b"x-accel-buffering", b"no"),
 )
 JSON_HEADERS = ((b"content-type", b"application/json"),)
+NO_ANSWER = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Connection closed",'
+    b'"data":{"reason":"no-answer"}}}'
+)
 
 
 @attrs.define(eq=False)
@@ -224,58 +228,83 @@ async def write_response(
 ) -> bool:
     """Write ``stream`` as this request's response until it is complete; True if it was.
 
-    Returns False if the client went away first (what was not written stays in ``stream`` for
-    a resumption, if resumable). Ends the HTTP response either way where it can.
+    A stream whose only message is its final one, queued within ``style.json_wait``, goes out as
+    one JSON body; anything else as an event stream, during which the connection is watched, so
+    that a client that leaves is noticed at once (not at the next keep-alive) and its stream can
+    be resumed elsewhere. Returns False if the client went away first (what was not written stays
+    in ``stream`` for a resumption, if resumable).
 
     Args:
         connection: the client's connection; the response is its current one.
         stream: the messages; marked attached while this runs.
         style: JSON or SSE, priming, keepalive.
         first_events: raw SSE bytes to send first (the legacy ``endpoint`` event).
-
-    Raises:
-        trio.BrokenResourceError: never; a failed write returns False.
     """
     stream.attached = True
     try:
-        if style.json_allowed and not first_events:
-            with trio.move_on_after(style.json_wait):
-                await stream.wait()
-            events = stream.pending()
-            if len(events) == 1 and events[0][2] and stream.ended:
-                seq, data, _, status = events[0]
-                await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
-                stream.written(seq, len(data))
-                return True
-            if not events and stream.ended:
-                return True  # nothing will come; the caller answers for the stream
-        await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers])
-        head = list(first_events)
-        if style.priming:
-            retry = f"retry: {style.retry_ms}\n".encode() if style.retry_ms is not None else b""
-            head.append(retry + encode_event(b"", event_id=stream.event_id(stream.position - 1)))
-        if head:
-            await connection.send_body(b"".join(head))
-        while True:
-            with trio.move_on_after(style.keepalive) as quiet:
-                await stream.wait()
-            if quiet.cancelled_caught:
-                await connection.send_body(KEEPALIVE)
-                continue
-            events = stream.pending()
-            if events:
-                await connection.send_body(
-                    b"".join(
-                        encode_event(data, event_id=stream.event_id(seq), event=style.event)
-                        for seq, data, _, _ in events
-                    )
-                )
-                stream.written(events[-1][0], sum(len(data) for _, data, _, _ in events))
-            if stream.ended and not stream.pending():
-                await connection.end_stream()
-                return True
+        if style.json_allowed and not first_events and await _answer_as_json(connection, stream, style):
+            return True
+        left = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal left
+                await connection.wait_disconnected()
+                left = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await _write_events(connection, stream, style, first_events)
+            nursery.cancel_scope.cancel()
+        return not left
     except trio.BrokenResourceError:
         return False
     finally:
         stream.attached = False
         stream._room.set()
+
+
+async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, style: StreamStyle) -> bool:
+    """Send the stream as one JSON body if it is its final message alone; True if it was sent."""
+    with trio.move_on_after(style.json_wait):
+        await stream.wait()
+    events = stream.pending()
+    if len(events) == 1 and events[0][2] and stream.ended:
+        seq, data, _, status = events[0]
+        await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
+        stream.written(seq, len(data))
+        return True
+    if not events and stream.ended:  # the channel closed without an answer (never expected)
+        await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
+        return True
+    return False
+
+
+async def _write_events(
+    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
+) -> None:
+    await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers])
+    head = list(first_events)
+    if style.priming:
+        retry = f"retry: {style.retry_ms}\n".encode() if style.retry_ms is not None else b""
+        head.append(retry + encode_event(b"", event_id=stream.event_id(stream.position - 1)))
+    if head:
+        await connection.send_body(b"".join(head))
+    while True:
+        with trio.move_on_after(style.keepalive) as quiet:
+            await stream.wait()
+        if quiet.cancelled_caught:
+            await connection.send_body(KEEPALIVE)
+            continue
+        events = stream.pending()
+        if events:
+            await connection.send_body(
+                b"".join(
+                    encode_event(data, event_id=stream.event_id(seq), event=style.event)
+                    for seq, data, _, _ in events
+                )
+            )
+            stream.written(events[-1][0], sum(len(data) for _, data, _, _ in events))
+        if stream.ended and not stream.pending():
+            await connection.end_stream()
+            return
