@@ -651,3 +651,86 @@ async def test_keep_alive_serves_several_requests_on_one_connection(flags: tuple
                     "POST", "/mcp", session.headers(), call(index + 10, "echo", text=str(index))
                 )
                 assert response.messages()[0]["id"] == index + 10
+
+
+# -- more bad input, disconnects and stopping -------------------------------------------------------
+
+
+async def test_a_chunked_body_is_cut_off_with_413_once_it_passes_the_limit() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(limits=Limits(max_client_message=1000)) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            head = (
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            chunk = b"x" * 600
+            await stream.send_all(head + b"%x\r\n%s\r\n" % (len(chunk), chunk) * 2)
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 413")
+
+
+async def test_two_json_values_in_one_body_are_a_parse_error_and_newlines_between_tokens_are_fine() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            doubled = await post(port, b'{"jsonrpc":"2.0","method":"a"}{"jsonrpc":"2.0","method":"b"}')
+            assert doubled.status == 400 and doubled.json()["error"]["code"] == -32700
+            pretty = json.dumps(initialize(), indent=2).encode()
+            assert b"\n" in pretty
+            served = await post(port, pretty)
+            assert served.status == 200 and served.messages()[0]["id"] == 1
+
+
+async def test_two_origin_headers_are_refused_with_403() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            origins = [("origin", "http://localhost"), ("origin", "https://evil.example")]
+            response = await post(port, initialize(), origins)
+            assert response.status == 403
+
+
+async def test_a_legacy_clients_disconnect_is_not_a_cancellation_and_its_reply_can_be_resumed() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port, RESUMING)
+            message = call("long", "sleep", seconds=0.3)
+            message["params"]["_meta"] = {"progressToken": "t"}
+            client = await RawHttp.open(port)
+            await client.send_request("POST", "/mcp", session.headers(), json.dumps(message).encode())
+            assert (await client.read_head())[0] == 200
+            events, _ = await client.next_events()
+            last_id = events[-1]["id"]
+            await client.aclose()  # gone before the reply
+            resumed = await RawHttp.open(port)
+            replay = await resumed.request(
+                "GET",
+                "/mcp",
+                [("accept", "text/event-stream"), ("mcp-session-id", session.id), ("last-event-id", last_id)],
+            )
+            replies = [m for m in replay.messages() if m.get("id") == "long"]
+            assert replies and replies[0]["result"]["content"][0]["text"] == "slept"
+            stats = await session.post(call(9, "stats"))
+            assert json.loads(stats.messages()[0]["result"]["content"][0]["text"])["cancelled"] == []
+
+
+async def test_a_graceful_stop_lets_an_http_request_in_flight_finish_and_refuses_new_ones() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), ["http://127.0.0.1:0/mcp"]) as daemon:
+            port = port_of(daemon)
+            session = await open_session(port)
+            busy = await RawHttp.open(port)
+            message = call("in-flight", "sleep", seconds=0.3)
+            message["params"]["_meta"] = {"progressToken": "t"}
+            await busy.send_request("POST", "/mcp", session.headers(), json.dumps(message).encode())
+            assert (await busy.read_head())[0] == 200
+            await busy.next_events()  # the child has the request
+            daemon.stop()
+            body = b""
+            while (chunk := await busy.read_chunk()) is not None:
+                body += chunk
+            assert b'"in-flight"' in body and b"slept" in body
+            await daemon.wait_stopped()
+            with pytest.raises(OSError):
+                await RawHttp.open(port)
