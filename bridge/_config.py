@@ -67,7 +67,7 @@ KIND_FIELDS = {
     "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS},
     "http": {"address", "path", *_TOKENS, *_WEB, *_HTTP},
     "https": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_HTTP},
-    "fd": {"name", "allow_uid", "allow_gid", *_TOKENS},
+    "fd": {"name", "protocol", "path", "allow_uid", "allow_gid", *_TOKENS, *_WEB, *_HTTP},
 }
 
 
@@ -79,6 +79,7 @@ class ListenerEntry:
     path: str | None = None
     address: str | None = None
     name: str | None = None
+    protocol: str | None = None
     socket_mode: str | None = None
     socket_group: int | None = None
     allow_uid: list[int] = attrs.field(factory=list)
@@ -320,8 +321,14 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
         address = f"{entry.kind}:{need('address')}"
     elif entry.kind in ("ws", "wss", "http", "https"):
         address = f"{entry.kind}://{need('address')}{entry.path or '/'}"
-    elif entry.kind == "fd":
+    elif entry.kind == "fd" and entry.protocol in (None, "newline"):
+        if entry.path is not None:
+            raise ConfigError(f'{where}.path: only for protocol = "http"')
         address = f"fd:{need('name')}"
+    elif entry.kind == "fd" and entry.protocol == "http":
+        address = f"http+fd:{need('name')}{entry.path or '/mcp'}"
+    elif entry.kind == "fd":
+        raise ConfigError(f'{where}.protocol: expected "newline" (the default) or "http"')
     else:
         raise ConfigError(f"{where}.kind: expected one of {', '.join(LISTENER_KINDS)}")
     try:

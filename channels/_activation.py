@@ -84,7 +84,24 @@ def _forget_activated_sockets() -> None:
     _activated = None
 
 
-def _adopt(fd: int, address: FdAddress) -> socket.socket:
+def activated_fds(name: str, address: object) -> list[int]:
+    """The fds systemd passed under ``name``.
+
+    Raises:
+        ListenError: none were, naming the ones that were and the unit setting to use.
+    """
+    activated = take_activated_sockets()
+    fds = activated.get(name)
+    if not fds:
+        passed = ", ".join(sorted(activated)) or "none"
+        raise ListenError(
+            f"{address}: no socket named {name!r} was passed by systemd (passed: {passed}); "
+            f"set FileDescriptorName={name} in the .socket unit"
+        )
+    return fds
+
+
+def adopt(fd: int, address: object) -> socket.socket:
     """A socket object over a duplicate of ``fd``, after checking it is a listening stream socket.
 
     The duplicate is what the listener owns and closes; systemd's fd itself stays open for the
@@ -145,17 +162,10 @@ class FdAddress(Address):
                 socket, or a TCP one is beyond loopback without authentication.
         """
         await trio.lowlevel.checkpoint()
-        activated = take_activated_sockets()
-        fds = activated.get(self.name)
-        if not fds:
-            passed = ", ".join(sorted(activated)) or "none"
-            raise ListenError(
-                f"{self}: no socket named {self.name!r} was passed by systemd (passed: {passed}); "
-                f"set FileDescriptorName={self.name} in the .socket unit"
-            )
+        fds = activated_fds(self.name, self)
         listeners: list[MessageListener] = []
         for fd in fds:
-            sock = _adopt(fd, self)
+            sock = adopt(fd, self)
             if sock.family == socket.AF_UNIX:
                 path = sock.getsockname()
                 path = path if isinstance(path, str) else repr(path)

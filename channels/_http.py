@@ -8,6 +8,7 @@ bridge is not a connection but a session, a request or an SSE stream (see
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,8 +17,16 @@ from typing import NoReturn, Self, final
 import attrs
 import trio
 
-from ._address import Address, ConnectError, ConnectOptions, ListenOptions, register_address_kind
-from ._channel import MessageChannel
+from ._activation import activated_fds, adopt
+from ._address import (
+    Address,
+    AddressError,
+    ConnectError,
+    ConnectOptions,
+    ListenOptions,
+    register_address_kind,
+)
+from ._channel import MessageChannel, PeerInfo
 from ._endpoint import Endpoint, parse_endpoint
 from ._guard import RequestGuard
 from ._httpservice import HttpService
@@ -33,14 +42,22 @@ class HttpListener(MessageListener):
     """Serves MCP over HTTP on one socket; owns the socket (not the service, which it shares)."""
 
     def __init__(
-        self, listener: trio.SocketListener, service: HttpService, ssl_context: ssl.SSLContext | None
+        self,
+        listener: trio.SocketListener,
+        service: HttpService,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        address: str | None = None,
     ) -> None:
         self._listener = listener
         self._service = service
         self._ssl_context = ssl_context
-        host, port = listener.socket.getsockname()[:2]
-        endpoint = service.endpoint
-        self._address = f"{endpoint.scheme}://{format_host_port(host, port)}{endpoint.path}"
+        self._unix = listener.socket.family == socket.AF_UNIX
+        if address is None:
+            host, port = listener.socket.getsockname()[:2]
+            endpoint = service.endpoint
+            address = f"{endpoint.scheme}://{format_host_port(host, port)}{endpoint.path}"
+        self._address = address
 
     @property
     def address(self) -> str:
@@ -73,9 +90,13 @@ class HttpListener(MessageListener):
                 nursery.start_soon(service.reap_idle_sessions)
                 task_status.started()
                 while True:
-                    stream, peer = await accept_tcp(
-                        self._listener, service.endpoint.scheme, self._ssl_context, https_compatible=True
-                    )
+                    if self._unix:  # an activated Unix socket: a local reverse proxy's
+                        stream: trio.abc.Stream = await self._listener.accept()
+                        peer = PeerInfo(service.endpoint.scheme, self._address)
+                    else:
+                        stream, peer = await accept_tcp(
+                            self._listener, service.endpoint.scheme, self._ssl_context, https_compatible=True
+                        )
                     handler_nursery.start_soon(
                         service.serve_connection, stream, peer, handler, handler_nursery
                     )
@@ -138,6 +159,91 @@ class _HttpAddress(Address):
             ConnectError: always, for now.
         """
         raise ConnectError(f"{self}: connecting to an HTTP endpoint is not available yet")
+        yield  # pragma: no cover
+
+
+@register_address_kind
+@attrs.frozen
+class HttpFdAddress(Address):
+    """``http+fd:NAME/PATH``: Streamable HTTP on the sockets systemd passed as ``NAME``.
+
+    Socket activation (``FileDescriptorName=NAME`` in the .socket unit), as ``fd:NAME`` but
+    serving HTTP on ``PATH`` (default ``/mcp``) instead of newline-delimited JSON-RPC. A TCP
+    socket gets the loopback rule of ``http://``; a Unix socket (for a reverse proxy on the same
+    host) is treated as a loopback bind for the Host and Origin checks.
+    """
+
+    scheme = "http+fd"
+    name: str
+    path: str = "/mcp"
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """Parse ``http+fd:NAME[/PATH]``.
+
+        Raises:
+            AddressError: no name.
+        """
+        rest = text.removeprefix("http+fd:")
+        name, slash, path = rest.partition("/")
+        if not name or ":" in name or "?" in path or "#" in path:
+            raise AddressError(
+                f"{text!r}: expected http+fd:NAME/PATH, NAME being the socket unit's FileDescriptorName="
+            )
+        return cls(name, "/" + path if slash else "/mcp")
+
+    def __str__(self) -> str:
+        return f"http+fd:{self.name}{self.path}"
+
+    async def listen(self, options: ListenOptions) -> list[MessageListener]:
+        """Adopt the sockets passed under ``NAME`` and serve HTTP on them; the caller owns them.
+
+        Raises:
+            ListenError: none were passed under that name, one is not a listening stream socket,
+                or a TCP one is beyond loopback without authentication.
+        """
+        await trio.lowlevel.checkpoint()
+        sockets = [adopt(fd, self) for fd in activated_fds(self.name, self)]
+        try:
+            first = sockets[0].getsockname()
+            if sockets[0].family == socket.AF_UNIX:
+                host, port, loopback = "localhost", 80, True
+            else:
+                host, port = first[0], first[1]
+                loopback = all(
+                    [
+                        await check_exposure(self, sock.getsockname()[0], options, encrypted=False)
+                        for sock in sockets
+                    ]
+                )
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
+        guard = RequestGuard.create(
+            loopback=loopback,
+            bind_host=host,
+            allow_hosts=options.allow_hosts,
+            allow_origins=options.allow_origins | options.http.cors_origins,
+            tokens=options.tokens,
+        )
+        service = HttpService(Endpoint("http", host, port, self.path), guard, options)
+        return [
+            HttpListener(
+                trio.SocketListener(trio.socket.from_stdlib_socket(sock)), service, None, address=str(self)
+            )
+            for sock in sockets
+        ]
+
+    @asynccontextmanager
+    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+        """Not possible: an ``http+fd:`` address only listens.
+
+        Raises:
+            ConnectError: always.
+        """
+        await trio.lowlevel.checkpoint()
+        raise ConnectError(f"{self}: socket-activated addresses can only be listened on")
         yield  # pragma: no cover
 
 

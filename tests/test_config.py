@@ -162,6 +162,17 @@ BAD_FILES = [
 ]
 
 
+def test_an_activated_socket_in_the_file_can_serve_http_on_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "fd"\nname = "web"\n'
+        'protocol = "http"\npath = "/servers/a/mcp"\ntrust_proxy = true\n'
+    )
+    config = serve_configs(read(str(path)))["a"]
+    assert [str(address) for address in config.listen] == ["http+fd:web/servers/a/mcp"]
+    assert config.listener_options[0].http.trust_proxy
+
+
 def test_an_http_listener_in_the_file_carries_its_http_settings(tmp_path: Path) -> None:
     metadata = tmp_path / "prm.json"
     metadata.write_text('{"authorization_servers": ["https://auth.example"]}')

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 import trio
-from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, post
 
 from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, TokenSet
 
 from conftest import call, example_server, poll, request, running_bridge
+from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, post
 
 TIMEOUT = 20
 LEGACY = "2025-06-18"

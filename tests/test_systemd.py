@@ -18,6 +18,7 @@ from bridge._systemd import Notifier
 from channels._activation import _forget_activated_sockets, take_activated_sockets
 
 from conftest import REPO, LineClient, bridge_process, example_server, poll, reap, result_text
+from rawhttp import post
 
 TIMEOUT = 20
 
@@ -154,3 +155,54 @@ async def test_socket_activation_starts_the_bridge_on_the_first_connection_and_k
         finally:
             await reap(activator)
     assert path.exists()  # systemd's socket file: never removed by the bridge
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-socket-activate") is None,
+    reason="needs systemd-socket-activate (Debian package systemd)",
+)
+async def test_an_activated_tcp_socket_serves_streamable_http_from_the_first_request() -> None:
+    with socket.socket() as probe:  # a free loopback port for the activator to bind
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [
+        "systemd-socket-activate",
+        "-l",
+        f"127.0.0.1:{port}",
+        "--fdname=web",
+        sys.executable,
+        "-m",
+        "bridge",
+        "--listen",
+        "http+fd:web/mcp",
+        "--",
+        *example_server(),
+    ]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    with trio.fail_after(TIMEOUT):
+        activator = await trio.lowlevel.open_process(
+            argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            while True:  # until the activator listens
+                try:
+                    response = await post(port, initialize)
+                    break
+                except OSError:
+                    await trio.sleep(0.02)
+            assert response.status == 200
+            assert response.header("mcp-session-id")
+            assert response.messages()[0]["result"]["serverInfo"]["name"] == "mcp-bridge-example"
+            activator.send_signal(signal.SIGTERM)
+            assert await activator.wait() == 0
+        finally:
+            await reap(activator)
