@@ -41,7 +41,9 @@ asked for), no resumption (``Last-Event-ID``), no standalone ``GET`` stream.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import select
 import socket
 from collections import Counter, deque
@@ -219,7 +221,7 @@ class EventStream:
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._carriage_return = False  # the last piece ended with CR, which may pair with an LF
+        self._carriage_return = False  # the last piece ended with CR, which an LF may complete
 
     def feed(self, data: bytes) -> list[bytes]:
         if self._carriage_return or b"\r" in data:
@@ -240,13 +242,11 @@ class EventStream:
         return payloads
 
     def _normalise(self, data: bytes) -> bytes:
-        """CRLF and lone CR line ends become LF (a CR at the end of a piece waits for the next)."""
-        if self._carriage_return:
-            data = b"\r" + data
-            self._carriage_return = False
-        if data.endswith(b"\r"):
-            data = data[:-1]
-            self._carriage_return = True
+        """CRLF and lone CR line ends become LF (an LF after a piece that ended with CR is that
+        CR's, and dropped)."""
+        if self._carriage_return and data.startswith(b"\n"):
+            data = data[1:]
+        self._carriage_return = data.endswith(b"\r")
         return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
@@ -359,7 +359,7 @@ class _Connection:
             self.session.stats[f"DELETE → {self.status}"] += 1
         elif self._error is not None:
             expected = "202 Accepted" if kind == NOTIFICATION else "200 with JSON or an event stream"
-            body = b"".join(self._error)[:ERROR_BODY_BYTES].decode(errors="replace").strip()
+            body = _one_line(b"".join(self._error)[:ERROR_BODY_BYTES].decode(errors="replace"))
             detail = f": {body}" if body else ""
             raise BenchError(f"HTTP {self.status} {self.reason} (expected {expected}){detail}")
         elif kind == NOTIFICATION:
@@ -374,18 +374,24 @@ class _Connection:
         self.session.on_free(self, kind)
 
     def receive(self) -> None:
-        """Read what the socket has now and parse it (raises on a reset or a bad response)."""
+        """Read what the socket has now and parse it. A reset or a bad response raises, and the
+        connection is dropped from the session (its state is unknown)."""
         try:
             data = self.sock.recv(READ_SIZE)
         except BlockingIOError:
             return
-        except ConnectionResetError:
+        except OSError:
+            self.session.drop(self)
             raise BenchError(self._reset_message()) from None
-        if data:
-            self.parser.feed(data)
-        else:
-            self.parser.feed_eof()
-            self.session.on_closed(self)
+        try:
+            if data:
+                self.parser.feed(data)
+            else:
+                self.parser.feed_eof()
+                self.session.on_closed(self)
+        except BenchError:
+            self.session.drop(self)
+            raise
         if self.session.queued:  # after the whole read is parsed: a freed connection takes the next
             self.session.pump()
 
@@ -488,7 +494,7 @@ class HttpSession:
         if kind != REQUEST:
             self._barrier = False
         if not connection.parser.keep_alive:
-            self._drop(connection)
+            self.drop(connection)
             self.stats["connections closed by the server"] += 1
         else:
             self._free.append(connection)
@@ -496,7 +502,7 @@ class HttpSession:
     def on_closed(self, connection: _Connection) -> None:
         """The server closed an idle connection (a keep-alive timeout): open another when needed."""
         if connection.fd in self._connections:
-            self._drop(connection)
+            self.drop(connection)
             self.stats["connections closed by the server"] += 1
 
     # -- inside -------------------------------------------------------------------------------
@@ -527,9 +533,10 @@ class HttpSession:
         self._poller.register(connection.fd, select.POLLIN)
         return connection
 
-    def _drop(self, connection: _Connection) -> None:
-        self._connections.pop(connection.fd, None)
-        self._poller.unregister(connection.fd)
+    def drop(self, connection: _Connection) -> None:
+        """Close a connection and forget it (a later message opens another)."""
+        if self._connections.pop(connection.fd, None) is not None:
+            self._poller.unregister(connection.fd)
         if connection in self._free:
             self._free.remove(connection)
         connection.close()
@@ -582,6 +589,8 @@ class HttpSession:
                     connection.receive()  # an early error response (413...) says more than the reset
                 except BenchError as found:
                     raise BenchError(f"{found} ({reset})") from None
+                finally:
+                    self.drop(connection)
                 raise BenchError(f"connection reset by the server: {reset}") from None
             sent += count
             remaining = count
@@ -648,6 +657,13 @@ class HttpSession:
         while connection.kind is not None:
             if not self._receive(DELETE_TIMEOUT_MS):
                 raise BenchError(f"no response to DELETE within {DELETE_TIMEOUT_MS / 1000:g} s")
+
+
+def _one_line(text: str) -> str:
+    """An error body for a one-line message: HTML tags and entities gone, whitespace collapsed."""
+    if "<" in text:
+        text = html.unescape(re.sub(r"<[^>]*>", " ", text))
+    return " ".join(text.split())
 
 
 def _kind(body: bytes) -> str:
