@@ -26,8 +26,8 @@ What it speaks (MCP Streamable HTTP, protocol version ``wire.PROTOCOL_VERSION``)
   more (the pipelined scenario reserves one per call in flight, 64, before its clock starts), and a
   message waits for a free connection otherwise. A connection the server closes (``Connection:
   close``, or an idle keep-alive timeout) is reopened when next needed and counted.
-* :meth:`HttpSession.close` ends the session with ``DELETE`` (when nothing is in flight) and
-  records the status.
+* :meth:`HttpSession.close` ends the session with ``DELETE`` (unless a request still awaits its
+  reply, after a failure) and records the status.
 
 Responses are parsed here (:class:`ResponseParser`, :class:`EventStream`): status line, headers,
 ``Content-Length``, ``Transfer-Encoding: chunked`` (trailers skipped) or read-until-close bodies,
@@ -310,6 +310,12 @@ class _Connection:
         self._error: list[bytes] | None = None  # the response is an error: the start of its body
         self._replied = False
 
+    @property
+    def awaiting_reply(self) -> bool:
+        """A request is in flight whose reply has not arrived (an event stream whose reply has
+        arrived may still be open: it ends soon)."""
+        return self.kind in (REQUEST, INITIALIZE_REQUEST) and not self._replied
+
     def start(self, kind: str) -> None:
         self.kind = kind
         self.status, self._replied = 0, False
@@ -467,7 +473,7 @@ class HttpSession:
         return lines[0]
 
     def close(self) -> None:
-        """End the session with DELETE if nothing but notifications is in flight; close sockets."""
+        """End the session with DELETE unless a request awaits its reply; close the sockets."""
         if self._closed:
             return
         self._closed = True
@@ -629,13 +635,13 @@ class HttpSession:
         return bool(events)
 
     def _delete(self) -> None:
-        busy = [c for c in self._connections.values() if c.kind is not None]
-        if any(c.kind != NOTIFICATION for c in busy) or self._queue:
+        if any(c.awaiting_reply for c in self._connections.values()) or self._queue:
             self.stats["DELETE skipped: requests in flight"] += 1
             return
-        while any(c.kind is not None for c in self._connections.values()):  # notifications' 202s
+        # notifications' 202s, and the ends of event streams whose reply has been handed over
+        while any(c.kind is not None for c in self._connections.values()):
             if not self._receive(DELETE_TIMEOUT_MS):
-                raise BenchError("no response to a notification before DELETE")
+                raise BenchError("responses still open before DELETE")
         if self.session_id is None:
             self.stats["DELETE skipped: no session id"] += 1
             return
