@@ -35,6 +35,15 @@ def _string_ids(result: dict) -> str:
     return "no: " + ", ".join(changed)
 
 
+def _http_counts(result: dict, prefix: str) -> str:
+    """The HTTP client's counts whose key starts with ``prefix``, most frequent first."""
+    found = [
+        (key.removeprefix(prefix).strip(), n) for key, n in result["counts"].items() if key.startswith(prefix)
+    ]
+    found.sort(key=lambda item: -item[1])
+    return "; ".join(f"{key} ×{n:,}" for key, n in found).replace("|", "/") or "none"
+
+
 def _cell(results: dict, scenario: str, render) -> str:
     result = results.get(scenario)
     if result is None:
@@ -78,7 +87,16 @@ def columns(counts) -> tuple[list, list, list]:
         (f"total RSS @{clients} MiB", "concurrent", lambda r: _mib(r["total_memory"]["rss_kb"])),
         ("servers counted", "concurrent", lambda r: str(r["total_memory"]["servers"])),
     ]
-    behaviour = [("string ids intact", "string_ids", _string_ids)]
+    behaviour = [
+        ("string ids intact", "string_ids", _string_ids),
+        ("HTTP replies", "http", lambda r: _http_counts(r, "replies: ")),
+        ("HTTP DELETE", "http", lambda r: _http_counts(r, "DELETE")),
+        (
+            "conns closed by server",
+            "http",
+            lambda r: f"{r['counts'].get('connections closed by the server', 0):,}",
+        ),
+    ]
     return speed, cost, behaviour
 
 

@@ -1,11 +1,11 @@
-"""mcp-bridge benchmark: the bridge against socat, supergateway and talking to the server directly.
+"""mcp-bridge benchmark: the bridge against socat, supergateway, mcp-proxy and no relay at all.
 
 Run from the repository root::
 
     python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
 
 Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
-but in ``bridge-shared`` and the supergateway rows):
+but in ``bridge-shared``, the supergateway-ws rows and the mcp-proxy rows):
 
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
 * ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
@@ -19,11 +19,19 @@ but in ``bridge-shared`` and the supergateway rows):
                    per message);
 * ``bridge-tls``   ``bridge-unix`` with ``--listen tls:127.0.0.1:0 --tls-cert CERT --tls-key KEY``
   (certificates made for the run with trustme, in a temporary directory);
+* ``bridge-http`` ``bridge-unix`` with ``--listen http://127.0.0.1:0/mcp`` (Streamable HTTP);
 * ``supergateway-ws`` supergateway's stdio→WebSocket mode (one example server for every session),
   installed with npm into the git-ignored ``bench/.node`` when the row runs;
-  ``supergateway-ws-quiet`` the same with ``--logLevel none``.
+  ``supergateway-ws-quiet`` the same with ``--logLevel none``;
+* ``supergateway-http`` supergateway's stateful stdio→Streamable HTTP mode (one example server per
+  session), ``--logLevel none``;
+* ``mcp-proxy-npm`` punkpeye's mcp-proxy from npm (bench/.node), ``mcp-proxy-py`` sparfenyuk's
+  mcp-proxy from PyPI (the git-ignored venv ``bench/.pyvenv``): Streamable HTTP at ``/mcp``, one
+  example server for every session.
 
-WebSocket and TLS sessions are driven like the others (one non-blocking socket, poll), see ws_tls.py.
+WebSocket and TLS sessions are driven like the others (one non-blocking socket, poll), see ws_tls.py;
+Streamable HTTP sessions (a POST per message, keep-alive connections, JSON or SSE responses) too,
+see streamable_http.py.
 
 Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
 
@@ -123,6 +131,9 @@ def run_row(name: str, counts: Counts, cores: int) -> dict:
     else:
         for key, measure in steps:
             row["results"][key] = _run_step(target, key, measure)
+        stats = getattr(target, "http_stats", None)
+        if stats is not None:  # what the HTTP client saw over all the row's sessions (not a scenario)
+            row["results"]["http"] = {"counts": dict(stats)}
     finally:
         row["stderr_tail"] = target.stderr_tail()
         row["stderr_notable"] = target.stderr_notable()

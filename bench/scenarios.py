@@ -179,6 +179,7 @@ def pipelined(target, counts: Counts, cores: int) -> dict:
     requests = [echo_call(i, text) for i, text in enumerate(texts, start=1)]
     conn = open_session(target.connect)
     try:
+        conn.reserve(counts.pipeline_window)  # HTTP: one connection per call in flight, opened now
         before = _cpu_snapshot(target)
         started = time.perf_counter()
         _pipeline(conn, requests, texts, counts.pipeline_window)

@@ -21,14 +21,28 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
   shows ``listening on unix:PATH`` / ``tcp:127.0.0.1:PORT`` / ``ws://127.0.0.1:PORT/`` /
   ``tls:127.0.0.1:PORT``; stopped with SIGTERM. ``bridge-tls`` gets a throwaway CA and certificate
   (ws_tls.TestCertificates) in the row's temporary directory, deleted when the row stops.
+* ``bridge-http``: ``python -m bridge --listen http://127.0.0.1:0/mcp ...``: Streamable HTTP (see
+  streamable_http.py for the client side), ready when its stderr shows
+  ``listening on http://127.0.0.1:PORT/mcp``.
 * ``supergateway-ws``: supergateway's stdio→WebSocket gateway (ONE example server for all clients),
-  installed by :func:`ensure_supergateway` with npm into the git-ignored ``bench/.node``; the relay
+  installed by :func:`ensure_npm_package` with npm into the git-ignored ``bench/.node``; the relay
   is its node process. ``supergateway-ws-quiet`` adds ``--logLevel none``.
+* Streamable HTTP peers (:class:`PeerTarget`), installed for the benchmark only, each taking a fixed
+  port and ready when a TCP connect succeeds; the relay is the peer's own process (node or python),
+  never the example server(s) it starts:
+
+  - ``supergateway-http``: supergateway's stateful stdio→Streamable HTTP gateway, one example server
+    per session, ``--logLevel none``;
+  - ``mcp-proxy-npm``: punkpeye's ``mcp-proxy`` (npm), ONE example server behind an MCP client that
+    every session's proxy server forwards to;
+  - ``mcp-proxy-py``: sparfenyuk's ``mcp-proxy`` (PyPI, installed by :func:`ensure_pypi_tool` into
+    the git-ignored venv ``bench/.pyvenv``), ONE example server likewise, ``--log-level WARNING``.
 """
 
 from __future__ import annotations
 
 import collections
+import glob
 import json
 import os
 import re
@@ -44,6 +58,7 @@ import time
 from pathlib import Path
 
 import procfs
+from streamable_http import HttpSession, http_connect
 from wire import IDLE_TIMEOUT_S, BenchError, Conn
 from ws_tls import TestCertificates, tls_connect, ws_connect
 
@@ -57,6 +72,7 @@ LOOPBACK = "127.0.0.1"
 # back, and a Python child takes about 30 ms to start, so eight keep up with one session per 4 ms.
 PRESPAWN = 8
 LISTEN_BACKLOG = 128  # socat's default of 5 refuses the concurrent scenario's simultaneous connects
+HTTP_PATH = "/mcp"  # the Streamable HTTP endpoint of every HTTP row (each peer's default)
 BRIDGE_MAX_MESSAGE = "32MiB"  # room for the 16 MiB echo, both towards clients and towards the child
 READY_TIMEOUT_S = 20.0  # how long a relay may take to log that it listens
 READY_POLL_S = 0.05  # between connect probes, for a relay that does not log readiness on stderr
@@ -145,23 +161,29 @@ class StderrLog:
 
 
 class RelayTarget:
-    """A relay process listening on a Unix socket or a loopback TCP port (plain, WebSocket or TLS)."""
+    """A relay process listening on a Unix socket or a loopback TCP port (plain, WebSocket, TLS or
+    Streamable HTTP)."""
 
     def __init__(self, name: str, transport: str, kind: str, extra: tuple[str, ...] = ()) -> None:
         self.name = name
-        self.transport = transport  # "unix", "tcp", "ws" or "tls"
-        self.kind = kind  # "socat", "trio" or "bridge"
+        self.transport = transport  # "unix", "tcp", "ws", "tls" or "http"
+        self.kind = kind  # "socat", "trio", "bridge", "supergateway" or "mcp-proxy"
         self.extra = extra  # further bridge options
         self._tempdir = tempfile.mkdtemp(prefix="mcp-bench-")
         self.socket_path = os.path.join(self._tempdir, f"{kind}.sock")
         # TLS rows: a throwaway CA and server certificate, deleted with the temporary directory
         self.certificates = TestCertificates(self._tempdir) if transport == "tls" else None
-        # socat and supergateway take a fixed port on their command line (neither reports the port
-        # it got for 0); the bridge takes 0 and logs the port it got
-        self.port = _free_port() if (kind, transport) in (("socat", "tcp"), ("supergateway", "ws")) else 0
+        # socat and the peers take a fixed port on their command line (none reports the port it
+        # got for 0); the bridge takes 0 and logs the port it got
+        self.port = 0 if kind in ("bridge", "trio") or transport == "unix" else _free_port()
+        self.ws_path = "/"  # the WebSocket endpoint's path, for the ws rows
+        self.http_path = HTTP_PATH  # the Streamable HTTP endpoint's path, for the http rows
+        # what the HTTP sessions saw (response framings, reconnections, DELETE statuses)
+        self.http_stats: collections.Counter[str] | None = (
+            collections.Counter() if transport == "http" else None
+        )
         self.command = self._command()
         self.address: str | tuple[str, int] | None = None
-        self.ws_path = "/"  # the WebSocket endpoint's path, for the ws rows
         self.proc: subprocess.Popen | None = None
         self._log: StderrLog | None = None
 
@@ -180,6 +202,7 @@ class RelayTarget:
             "tcp": f"tcp:{LOOPBACK}:0",
             "ws": f"ws://{LOOPBACK}:0/",
             "tls": f"tls:{LOOPBACK}:0",
+            "http": f"http://{LOOPBACK}:0{HTTP_PATH}",
         }[self.transport]
         certificates = self.certificates
         tls = (
@@ -196,8 +219,9 @@ class RelayTarget:
             return re.compile(r"listening on")
         if self.transport == "unix":
             return re.compile(re.escape(f"listening on unix:{self.socket_path}"))
-        scheme = {"tcp": "tcp:", "ws": "ws://", "tls": "tls:"}[self.transport]
-        return re.compile(rf"listening on {re.escape(scheme + LOOPBACK)}:(\d+)")
+        scheme = {"tcp": "tcp:", "ws": "ws://", "tls": "tls:", "http": "http://"}[self.transport]
+        path = re.escape(HTTP_PATH) if self.transport == "http" else ""
+        return re.compile(rf"listening on {re.escape(scheme + LOOPBACK)}:(\d+){path}")
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -221,7 +245,9 @@ class RelayTarget:
         return self._log.tail[-1] if self._log and self._log.tail else "(no stderr output)"
 
     # -- sessions -----------------------------------------------------------------------------
-    def connect(self) -> Conn:
+    def connect(self) -> Conn | HttpSession:
+        if self.transport == "http":
+            return http_connect(self.address, self.http_path, self.http_stats)
         if self.transport == "ws":
             return ws_connect(f"ws://{self.address[0]}:{self.address[1]}{self.ws_path}")
         if self.transport == "tls":
@@ -296,70 +322,111 @@ class RelayTarget:
         return notes
 
 
-# -- supergateway ---------------------------------------------------------------------------
-NODE_PREFIX = REPO / "bench" / ".node"  # git-ignored; npm installs supergateway here, for the bench only
-SUPERGATEWAY_VERSION = "4.0.0"  # the release measured in bench/README.md; pinned so that runs compare
-SUPERGATEWAY_ENTRY = NODE_PREFIX / "node_modules" / "supergateway" / "dist" / "index.js"
+# -- peers: relays installed for the benchmark only -------------------------------------------
+NODE_PREFIX = REPO / "bench" / ".node"  # git-ignored; npm installs the node peers here, for the bench only
+# Pinned so that runs compare: the releases measured in bench/README.md. Package name →
+# (version, entry point inside the package).
+NPM_PEERS = {
+    "supergateway": ("4.0.0", "dist/index.js"),
+    "mcp-proxy": ("6.7.19", "dist/bin/mcp-proxy.mjs"),  # punkpeye/mcp-proxy
+}
 SUPERGATEWAY_WS_PATH = "/message"  # its --messagePath default, where stdio→WS serves the WebSocket
 NPM_TIMEOUT_S = 300.0  # a first install fetches ~150 packages; it took ~5 s here
+PY_PREFIX = REPO / "bench" / ".pyvenv"  # git-ignored venv for the PyPI peers, never the project's venv
+PYPI_PEERS = {"mcp-proxy": "0.13.0"}  # sparfenyuk/mcp-proxy
+PIP_TIMEOUT_S = 300.0  # a first install fetches ~40 packages; it took ~10 s here
 
 
-def _installed_supergateway_version() -> str | None:
+def npm_entry(package: str) -> Path:
+    return NODE_PREFIX / "node_modules" / package / NPM_PEERS[package][1]
+
+
+def installed_npm_version(package: str) -> str | None:
     try:
-        return json.loads((SUPERGATEWAY_ENTRY.parent.parent / "package.json").read_text())["version"]
+        return json.loads((NODE_PREFIX / "node_modules" / package / "package.json").read_text())["version"]
     except (OSError, ValueError, KeyError):
         return None
 
 
-def ensure_supergateway() -> None:
-    """Install supergateway into bench/.node with npm unless that version is already there."""
-    if not SUPERGATEWAY_ENTRY.exists() or _installed_supergateway_version() != SUPERGATEWAY_VERSION:
+def ensure_npm_package(package: str) -> Path:
+    """Install ``package`` (pinned in NPM_PEERS) into bench/.node unless that version is there;
+    return its entry point."""
+    version = NPM_PEERS[package][0]
+    entry = npm_entry(package)
+    if not entry.exists() or installed_npm_version(package) != version:
         npm = shutil.which("npm")
         if npm is None:
-            raise BenchError("npm not found: supergateway cannot be installed (it needs Node.js and npm)")
-        print(
-            f"  installing supergateway@{SUPERGATEWAY_VERSION} into {NODE_PREFIX}",
-            file=sys.stderr,
-            flush=True,
-        )
+            raise BenchError(f"npm not found: {package} cannot be installed (it needs Node.js and npm)")
+        print(f"  installing {package}@{version} into {NODE_PREFIX}", file=sys.stderr, flush=True)
         try:
             result = subprocess.run(
                 [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
-                 f"supergateway@{SUPERGATEWAY_VERSION}"],
+                 f"{package}@{version}"],
                 check=False, capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            raise BenchError(f"npm install supergateway took over {NPM_TIMEOUT_S:g} s") from None
-        if result.returncode != 0 or not SUPERGATEWAY_ENTRY.exists():
+            raise BenchError(f"npm install {package} took over {NPM_TIMEOUT_S:g} s") from None
+        if result.returncode != 0 or not entry.exists():
             last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise BenchError(f"npm install supergateway failed (status {result.returncode}): {last}")
+            raise BenchError(f"npm install {package} failed (status {result.returncode}): {last}")
     if shutil.which("node") is None:
-        raise BenchError("node not found: supergateway needs Node.js")
+        raise BenchError(f"node not found: {package} needs Node.js")
+    return entry
 
 
-class SupergatewayTarget(RelayTarget):
-    """supergateway's stdio→WebSocket gateway: ONE example server for every WebSocket client.
+def installed_pypi_version(package: str) -> str | None:
+    name = package.replace("-", "_")
+    found = glob.glob(str(PY_PREFIX / "lib" / "python*" / "site-packages" / f"{name}-*.dist-info"))
+    return Path(found[0]).name.removesuffix(".dist-info").split("-", 1)[1] if len(found) == 1 else None
 
-    It logs every message, each way, on stdout at its default log level: that output goes to
-    /dev/null (still written by supergateway, so still paid for by it, but never read by the
-    benchmark, whose client would otherwise pay too). Its one ready line is on stdout as well, so
-    readiness is a TCP connect to its port that succeeds. It exits when its stdin closes, so stdin
-    is a pipe that stays open until stop().
+
+def ensure_pypi_tool(package: str) -> Path:
+    """Install ``package`` (pinned in PYPI_PEERS) into the venv bench/.pyvenv (made with this
+    interpreter when missing) unless that version is there; return the venv's bin directory."""
+    version = PYPI_PEERS[package]
+    bin_dir = PY_PREFIX / "bin"
+    if installed_pypi_version(package) == version and (bin_dir / package).exists():
+        return bin_dir
+    print(f"  installing {package}=={version} into {PY_PREFIX}", file=sys.stderr, flush=True)
+    steps = [[sys.executable, "-m", "venv", str(PY_PREFIX)]] if not (bin_dir / "python").exists() else []
+    steps.append([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                  f"{package}=={version}"])  # fmt: skip
+    for step in steps:
+        try:
+            result = subprocess.run(step, check=False, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{shlex.join(step[1:4])} took over {PIP_TIMEOUT_S:g} s") from None
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise BenchError(f"installing {package} failed (status {result.returncode}): {last}")
+    if installed_pypi_version(package) != version:
+        raise BenchError(f"installing {package}=={version} left version {installed_pypi_version(package)}")
+    return bin_dir
+
+
+class PeerTarget(RelayTarget):
+    """A relay installed for the benchmark only: it takes a fixed port on its command line and is
+    ready when a TCP connect to that port succeeds (none of them says so on stderr: supergateway
+    and punkpeye's mcp-proxy log on stdout, and only before they listen; the quiet log levels say
+    nothing). stdin is a pipe that stays open until stop() (supergateway exits when it closes);
+    stdout goes to /dev/null (written by the peer, so paid for by it, but never read, which would
+    cost the client); stderr is drained and kept as for the other relays. The relay, for CPU and
+    memory, is the peer's own process (all its threads), never the example server(s) it starts.
     """
 
-    def __init__(self, name: str, quiet: bool = False) -> None:
-        self.quiet = quiet  # --logLevel none: no per-message logging (and no log at all)
-        super().__init__(name, "ws", "supergateway")
-        self.ws_path = SUPERGATEWAY_WS_PATH
+    def __init__(self, name: str, transport: str, kind: str, path: str) -> None:
+        super().__init__(name, transport, kind)
+        if transport == "ws":
+            self.ws_path = path
+        else:
+            self.http_path = path
 
-    def _command(self) -> list[str]:
-        return [shutil.which("node") or "node", str(SUPERGATEWAY_ENTRY),
-                "--stdio", shlex.join(SERVER_COMMAND),
-                "--outputTransport", "ws", "--port", str(self.port),
-                *(("--logLevel", "none") if self.quiet else ())]  # fmt: skip
+    def install(self) -> None:
+        """Make sure the peer is installed (called by start(), so a failure fails only its row)."""
+        raise NotImplementedError
 
     def start(self) -> None:
-        ensure_supergateway()
+        self.install()
         self.proc = subprocess.Popen(
             self.command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, start_new_session=True,
@@ -369,21 +436,76 @@ class SupergatewayTarget(RelayTarget):
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not _accepts(self.address):
             if self.proc.poll() is not None:
-                raise BenchError(f"supergateway exited (status {self.proc.returncode}) before listening: "
+                raise BenchError(f"{self.kind} exited (status {self.proc.returncode}) before listening: "
                                  f"{self._last_line()}")  # fmt: skip
             if time.monotonic() > deadline:
                 raise BenchError(
-                    f"supergateway did not listen on port {self.port} within {READY_TIMEOUT_S:g} s"
+                    f"{self.kind} did not listen on port {self.port} within {READY_TIMEOUT_S:g} s"
                 )
             time.sleep(READY_POLL_S)
 
     def relay_pids(self) -> list[int]:
-        return [self.proc.pid]  # node, all its threads; not the shell and example server it spawns
+        return [self.proc.pid]  # node or python, all its threads; not the example server(s) it spawns
 
     def stop(self) -> list[str]:
         if self.proc is not None and self.proc.stdin:
             self.proc.stdin.close()
         return super().stop()
+
+
+class SupergatewayTarget(PeerTarget):
+    """supergateway: stdio→WebSocket (ONE example server for every client; it logs every message,
+    each way, on stdout at its default log level) or stateful stdio→Streamable HTTP (one example
+    server per session)."""
+
+    def __init__(self, name: str, transport: str, quiet: bool = False) -> None:
+        self.quiet = quiet  # --logLevel none: no per-message logging (and no log at all)
+        path = SUPERGATEWAY_WS_PATH if transport == "ws" else HTTP_PATH
+        super().__init__(name, transport, "supergateway", path)
+
+    def _command(self) -> list[str]:
+        if self.transport == "ws":
+            output = ["--outputTransport", "ws"]
+        else:
+            output = ["--outputTransport", "streamableHttp", "--stateful", "--streamableHttpPath", HTTP_PATH]
+        return [shutil.which("node") or "node", str(npm_entry("supergateway")),
+                "--stdio", shlex.join(SERVER_COMMAND), *output, "--port", str(self.port),
+                *(("--logLevel", "none") if self.quiet else ())]  # fmt: skip
+
+    def install(self) -> None:
+        ensure_npm_package("supergateway")
+
+
+class McpProxyNpmTarget(PeerTarget):
+    """punkpeye's mcp-proxy (npm): one MCP client on ONE example server, started before it listens;
+    each HTTP session gets a proxy server that forwards to that client. Bound to loopback (its
+    default host is ``::``); otherwise its defaults (it logs nothing per message)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "http", "mcp-proxy", HTTP_PATH)
+
+    def _command(self) -> list[str]:
+        return [shutil.which("node") or "node", str(npm_entry("mcp-proxy")),
+                "--host", LOOPBACK, "--port", str(self.port), "--", *SERVER_COMMAND]  # fmt: skip
+
+    def install(self) -> None:
+        ensure_npm_package("mcp-proxy")
+
+
+class McpProxyPyTarget(PeerTarget):
+    """sparfenyuk's mcp-proxy (PyPI): one MCP client session on ONE example server, started before
+    it listens, behind the Python SDK's Streamable HTTP session manager (JSON responses) on
+    uvicorn. ``--log-level WARNING``: at its default (INFO) uvicorn logs every request."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "http", "mcp-proxy", HTTP_PATH)
+
+    def _command(self) -> list[str]:
+        return [str(PY_PREFIX / "bin" / "mcp-proxy"), "--host", LOOPBACK, "--port", str(self.port),
+                "--log-level", "WARNING", "--", *SERVER_COMMAND]  # fmt: skip
+
+    def install(self) -> None:
+        ensure_pypi_tool("mcp-proxy")
 
 
 def _accepts(address: tuple[str, int]) -> bool:
@@ -429,7 +551,13 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
     if name.startswith("supergateway-ws"):
-        return SupergatewayTarget(name, quiet=name.endswith("-quiet"))
+        return SupergatewayTarget(name, "ws", quiet=name.endswith("-quiet"))
+    if name == "supergateway-http":
+        return SupergatewayTarget(name, "http", quiet=True)
+    if name == "mcp-proxy-npm":
+        return McpProxyNpmTarget(name)
+    if name == "mcp-proxy-py":
+        return McpProxyPyTarget(name)
     kind, transport = name.split("-")
     return RelayTarget(name, transport, kind, per_connection if kind == "bridge" else ())
 
@@ -445,6 +573,10 @@ TARGET_NAMES = (
     "bridge-shared",
     "bridge-ws",
     "bridge-tls",
+    "bridge-http",
     "supergateway-ws",
     "supergateway-ws-quiet",
+    "supergateway-http",
+    "mcp-proxy-npm",
+    "mcp-proxy-py",
 )

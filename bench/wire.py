@@ -128,6 +128,10 @@ class Conn:
     def close(self) -> None:
         self._on_close()
 
+    def reserve(self, in_flight: int) -> None:
+        """Get ready for ``in_flight`` requests at once (a stream needs nothing; an HTTP session
+        opens a connection per request in flight, see streamable_http.py)."""
+
     def send(self, data: bytes) -> None:
         """Write all of ``data``, reading (and keeping) replies whenever the write would block."""
         view = memoryview(data)
