@@ -20,11 +20,28 @@ from typing import Any
 import trio
 
 from ._channel import MessageChannel, PeerInfo
-from ._httpstream import ResponseStream
+from ._errors import SendTimeout
+from ._httpstream import Backlog, ResponseStream
 from ._jsonrpc import JSONObject, encode
 
 # What a 2024-11-05 SSE channel may hold from POSTs the bridge has not read yet (messages).
 SSE_INBOUND_QUEUE = 64
+# Bytes queued for one response and not written, beyond which the bridge's sends wait: as for a
+# session (channels._httpsession.SESSION_BACKLOG).
+BACKLOG = 8 * 1024 * 1024
+
+
+async def wait_for_room(backlog: Backlog, timeout: float | None) -> None:
+    """Backpressure: wait while more than :data:`BACKLOG` bytes wait for the client.
+
+    Raises:
+        SendTimeout: the client read nothing for ``timeout`` seconds.
+    """
+    if backlog.unwritten > BACKLOG:
+        try:
+            await backlog.wait_room(BACKLOG, timeout)
+        except trio.TooSlowError:
+            raise SendTimeout(f"the client read nothing for {timeout:g}s") from None
 
 
 class ExchangeChannel(MessageChannel):
@@ -52,7 +69,8 @@ class ExchangeChannel(MessageChannel):
         self._peer = peer
         self._status_of = status_of
         self._on_reply = on_reply
-        self.stream = ResponseStream("0", finals=1)
+        self.backlog = Backlog()
+        self.stream = ResponseStream("0", finals=1, backlog=self.backlog)
         self._over = trio.Event()  # replied, or the client left
         self.one_request = True
         self.client_left = False
@@ -81,14 +99,12 @@ class ExchangeChannel(MessageChannel):
         raise trio.EndOfChannel
 
     async def send(self, value: JSONObject) -> None:
-        if self.closed:
-            raise trio.ClosedResourceError("the exchange is closed")
-        self._put(value)
-        await trio.lowlevel.checkpoint()
+        await self.send_many([value])
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
         if self.closed:
             raise trio.ClosedResourceError("the exchange is closed")
+        await wait_for_room(self.backlog, self.send_timeout)
         for message in messages:
             self._put(message)
         await trio.lowlevel.checkpoint()
@@ -123,7 +139,8 @@ class SseChannel(MessageChannel):
     def __init__(self, session_id: str, peer: PeerInfo) -> None:
         self.session_id = session_id
         self._peer = peer
-        self.stream = ResponseStream("0", finals=0)
+        self.backlog = Backlog()
+        self.stream = ResponseStream("0", finals=0, backlog=self.backlog)
         self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](SSE_INBOUND_QUEUE)
         self.closed = False
         self.on_close: list[Callable[[SseChannel], Any]] = []
@@ -174,6 +191,7 @@ class SseChannel(MessageChannel):
             raise trio.ClosedResourceError("the SSE channel is closed")
         if self._left:
             raise trio.BrokenResourceError("the client closed the event stream")
+        await wait_for_room(self.backlog, self.send_timeout)
         for message in messages:
             data = encode(message)[:-1]
             self.bytes_sent += len(data)

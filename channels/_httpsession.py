@@ -21,17 +21,27 @@ from __future__ import annotations
 
 import collections
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import trio
 
 from ._channel import MessageChannel, PeerInfo
-from ._httpstream import EventBudget, ResponseStream
+from ._errors import SendTimeout
+from ._httpstream import Backlog, EventBudget, ResponseStream
 from ._jsonrpc import JSONObject, encode
 
 # What a session's channel may hold from POSTs the bridge has not read yet (messages): enough for
 # a burst of concurrent POSTs; beyond it a POST waits (backpressure onto the client).
 INBOUND_QUEUE = 64
+# Bytes a session may have queued for its client and not written (what a client that does not
+# read can make the bridge hold): beyond it the bridge's sends wait (backpressure), up to its send
+# timeout. As much as shared mode queues per client (Limits.client_queue_bytes); one message of
+# any size still passes when nothing is queued.
+SESSION_BACKLOG = 8 * 1024 * 1024
+# Bytes of notifications kept for a standalone GET stream nobody has opened (the GET is optional
+# for a client): beyond it the oldest are dropped and counted, rather than stall the session.
+STANDALONE_BACKLOG = 1024 * 1024
 STANDALONE_KEY = "0"
 # Server notifications about the session as a whole, never about one request (MCP schema's
 # ServerNotification union, 2025-11-25).
@@ -72,6 +82,8 @@ class SessionChannel(MessageChannel):
         self._peer = peer
         self.protocol_version: str | None = None  # the version the initialize reply chose
         self.budget = EventBudget(event_budget, on_empty=self.forget)
+        self.backlog = Backlog()
+        self.dropped = 0  # notifications dropped for a standalone stream nobody opened
         self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](INBOUND_QUEUE)
         self.requests: dict[tuple[type, Any], ResponseStream] = {}
         self.by_progress: dict[tuple[type, Any], ResponseStream] = {}
@@ -89,7 +101,7 @@ class SessionChannel(MessageChannel):
         return self._peer
 
     def _stream(self, key: str, finals: int) -> ResponseStream:
-        stream = ResponseStream(key, finals, self.budget)
+        stream = ResponseStream(key, finals, self.budget, self.backlog)
         self.streams[key] = stream
         return stream
 
@@ -161,14 +173,18 @@ class SessionChannel(MessageChannel):
         return self._inbound.receive_nowait()
 
     async def send(self, value: JSONObject) -> None:
-        if self.closed:
-            raise trio.ClosedResourceError("the session channel is closed")
-        self._route(value, encode(value)[:-1])
-        await trio.lowlevel.checkpoint()
+        await self.send_many([value])
 
-    async def send_many(self, messages: Any) -> None:
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
         if self.closed:
             raise trio.ClosedResourceError("the session channel is closed")
+        if self.backlog.unwritten > SESSION_BACKLOG:
+            try:
+                await self.backlog.wait_room(SESSION_BACKLOG, self.send_timeout)
+            except trio.TooSlowError:
+                raise SendTimeout(f"the client read nothing for {self.send_timeout:g}s") from None
+            if self.closed:
+                raise trio.ClosedResourceError("the session channel is closed")
         for message in messages:
             self._route(message, encode(message)[:-1])
         await trio.lowlevel.checkpoint()
@@ -194,10 +210,13 @@ class SessionChannel(MessageChannel):
             if stream is not None and not stream.ended:
                 stream.put(data)
                 return
-        if message.get("method") in SESSION_NOTIFICATIONS:
-            self.standalone.put(data)
-        else:
-            self._route_unrelated().put(data)
+        stream = (
+            self.standalone if message.get("method") in SESSION_NOTIFICATIONS else self._route_unrelated()
+        )
+        stream.put(data)
+        if stream is self.standalone and not stream.attached:
+            while stream.queued_bytes > STANDALONE_BACKLOG and stream.drop_oldest_unwritten():
+                self.dropped += 1
 
     def _route_unrelated(self) -> ResponseStream:
         live = [stream for stream in self._order if not stream.ended]

@@ -2,9 +2,10 @@
 
 A :class:`ResponseStream` is one logical stream of server-to-client messages: the answer to one
 POSTed request, a legacy session's standalone GET stream, a 2024-11-05 SSE connection. The channel
-side :meth:`~ResponseStream.put` messages without waiting for the network (the session's byte
-budget bounds what may pile up); the HTTP side takes them with :func:`write_response`, which
-decides between one ``application/json`` body and ``text/event-stream``.
+side :meth:`~ResponseStream.put` messages without waiting for the network (its sender waits on
+a :class:`Backlog` first, which bounds what may pile up); the HTTP side takes them with
+:func:`write_response`, which decides between one ``application/json`` body and
+``text/event-stream``.
 
 Events carry ids ``KEY/SEQ`` (the stream's key, then a sequence number from 1), unique within a
 session and naming their stream, so a client that lost a resumable stream can ask for the rest
@@ -39,27 +40,59 @@ NO_ANSWER = (
 
 @attrs.define(eq=False)
 class EventBudget:
-    """The bytes of events one session may keep for replay, shared by its streams (oldest go first).
+    """Bytes of written events a session keeps for replay, shared by its streams; oldest go first.
 
     Attributes:
         limit: the most bytes kept.
         used: the bytes kept now.
+        on_empty: called with an ended stream that has nothing left to replay or write (its
+            owner may forget it).
     """
 
     limit: int
     used: int = 0
     on_empty: Callable[[ResponseStream], object] | None = None
-    """Called when an ended stream has no event kept any more (its owner may forget it)."""
     _order: collections.deque[ResponseStream] = attrs.field(factory=collections.deque)
 
     def charge(self, stream: ResponseStream, size: int) -> None:
+        """``stream`` keeps a written event of ``size`` bytes; drop the oldest kept over the limit."""
         self.used += size
         self._order.append(stream)
         while self.used > self.limit and self._order:
             oldest = self._order.popleft()
             self.used -= oldest.forget_oldest()
-            if self.on_empty is not None and oldest.ended and not oldest.kept:
+            if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.pending():
                 self.on_empty(oldest)
+
+
+@attrs.define(eq=False)
+class Backlog:
+    """Bytes queued and not yet written, over all of a session's streams (backpressure).
+
+    Attributes:
+        unwritten: bytes queued and not written.
+    """
+
+    unwritten: int = 0
+    _room: trio.Event = attrs.field(factory=trio.Event)
+
+    def add(self, size: int) -> None:
+        self.unwritten += size
+
+    def remove(self, size: int) -> None:
+        self.unwritten = max(0, self.unwritten - size)
+        self._room.set()
+
+    async def wait_room(self, limit: int, timeout: float | None) -> None:
+        """Wait while more than ``limit`` bytes are queued.
+
+        Raises:
+            trio.TooSlowError: still over ``limit`` after ``timeout`` seconds.
+        """
+        with trio.fail_after(timeout if timeout is not None else float("inf")):
+            while self.unwritten > limit:
+                self._room = trio.Event()
+                await self._room.wait()
 
 
 class ResponseStream:
@@ -69,31 +102,35 @@ class ResponseStream:
         key: the stream's name within its session (the first part of its event ids).
         finals: how many messages end the stream (replies to the request, or to each request
             of a batch); ``0`` for a stream that only ends when :meth:`end` is called.
-        budget: where a resumable stream's events are charged, or ``None`` if the stream is not
-            resumable (its events are dropped once written).
+        budget: where a resumable stream keeps its written events for replay, or ``None`` if
+            the stream is not resumable (written events are dropped).
+        backlog: where its unwritten bytes are counted, or ``None``.
     """
 
-    def __init__(self, key: str, finals: int, budget: EventBudget | None = None) -> None:
+    def __init__(
+        self, key: str, finals: int, budget: EventBudget | None = None, backlog: Backlog | None = None
+    ) -> None:
         self.key = key
         self.finals_left = finals
         self.budget = budget
-        self._events: collections.deque[tuple[bytes, bool, int]] = collections.deque()
-        self._first_seq = 1  # sequence number of _events[0]
-        self.position = 1  # the next sequence number the HTTP side will write
+        self.backlog = backlog
+        self._queue: collections.deque[tuple[int, bytes, bool, int]] = collections.deque()
+        self._kept: collections.deque[tuple[int, bytes, bool, int]] = collections.deque()
+        self._next_seq = 1
+        self.queued_bytes = 0  # of the events not written yet
         self.ended = False  # no more messages will come
         self.attached = False  # an HTTP response is writing this stream now
-        self.unwritten = 0  # bytes queued and not written yet
         self._changed = trio.Event()
-        self._room = trio.Event()
 
     @property
     def kept(self) -> int:
-        """How many events are kept (written or not)."""
-        return len(self._events)
+        """How many written events are kept for replay."""
+        return len(self._kept)
 
     @property
-    def next_seq(self) -> int:
-        return self._first_seq + len(self._events)
+    def unwritten(self) -> int:
+        """How many events wait to be written."""
+        return len(self._queue)
 
     def put(self, data: bytes, *, final: bool = False, status: int = 200) -> None:
         """Queue one encoded message.
@@ -105,82 +142,83 @@ class ResponseStream:
         """
         if self.ended:
             return
-        self._events.append((data, final, status))
-        self.unwritten += len(data)
+        self._queue.append((self._next_seq, data, final, status))
+        self._next_seq += 1
+        self.queued_bytes += len(data)
+        if self.backlog is not None:
+            self.backlog.add(len(data))
         if final:
             self.finals_left -= 1
             if self.finals_left == 0:
                 self.ended = True
-        if self.budget is not None:
-            self.budget.charge(self, len(data))
-        self._wake()
+        self._changed.set()
 
     def end(self) -> None:
         """No more messages will come (the session or channel ended)."""
         self.ended = True
-        self._wake()
+        self._changed.set()
 
-    def forget_oldest(self) -> int:
-        """Drop the oldest kept event (the budget needs room); return its size."""
-        if not self._events:
+    def drop_oldest_unwritten(self) -> int:
+        """Drop the oldest event not yet written (nobody is reading); return its size."""
+        if not self._queue:
             return 0
-        data, _, _ = self._events.popleft()
-        if self.position <= self._first_seq:
-            self.unwritten -= len(data)  # never written: lost, as the budget demands
-            self._room.set()
-        self._first_seq += 1
-        self.position = max(self.position, self._first_seq)
+        _, data, _, _ = self._queue.popleft()
+        self.queued_bytes -= len(data)
+        if self.backlog is not None:
+            self.backlog.remove(len(data))
         return len(data)
 
+    def forget_oldest(self) -> int:
+        """Drop the oldest kept (written) event; return its size."""
+        if not self._kept:
+            return 0
+        return len(self._kept.popleft()[1])
+
     def rewind(self, seq: int) -> bool:
-        """Resume after event ``seq`` (a ``Last-Event-ID``); False if those events are gone."""
-        if seq + 1 < self._first_seq or seq >= self.next_seq:
+        """Write again what followed event ``seq`` (a ``Last-Event-ID``); False if it is gone.
+
+        ``seq`` may name the last event written, or a kept one, or the priming id just before
+        the first event.
+        """
+        first_kept = (
+            self._kept[0][0] if self._kept else (self._queue[0][0] if self._queue else self._next_seq)
+        )
+        if seq + 1 < first_kept or seq >= self._next_seq:
             return False
-        self.position = seq + 1
+        again = [event for event in self._kept if event[0] > seq]
+        for event in reversed(again):
+            self._kept.pop()
+            self._queue.appendleft(event)
+            self.queued_bytes += len(event[1])
+            if self.backlog is not None:
+                self.backlog.add(len(event[1]))
         return True
 
     def pending(self) -> list[tuple[int, bytes, bool, int]]:
         """The events not written yet: sequence number, data, final, status."""
-        start = self.position - self._first_seq
-        return [
-            (self._first_seq + index, data, final, status)
-            for index, (data, final, status) in enumerate(self._events)
-            if index >= start
-        ]
+        return list(self._queue)
 
-    def written(self, seq: int, size: int) -> None:
-        """Events up to ``seq`` (``size`` bytes) were written; a stream not resumable forgets them."""
-        self.unwritten = max(0, self.unwritten - size)
-        self._room.set()
-        self.position = seq + 1
-        if self.budget is None:
-            while self._events and self._first_seq <= seq:
-                self._events.popleft()
-                self._first_seq += 1
+    def written(self, last_seq: int) -> None:
+        """Events up to ``last_seq`` were written; a resumable stream keeps them for replay."""
+        while self._queue and self._queue[0][0] <= last_seq:
+            event = self._queue.popleft()
+            size = len(event[1])
+            self.queued_bytes -= size
+            if self.backlog is not None:
+                self.backlog.remove(size)
+            if self.budget is not None:
+                self._kept.append(event)
+                self.budget.charge(self, size)
+
+    def last_written(self) -> int:
+        """The sequence number just before the first unwritten event (a priming event's id)."""
+        return self._queue[0][0] - 1 if self._queue else self._next_seq - 1
 
     async def wait(self) -> None:
         """Return when there is something to write or the stream ended."""
-        while not self.pending() and not self.ended:
+        while not self._queue and not self.ended:
             self._changed = trio.Event()
             await self._changed.wait()
-
-    async def wait_room(self, limit: int, timeout: float | None) -> None:
-        """Wait while more than ``limit`` bytes are queued and a response is writing them.
-
-        Backpressure onto the sender: a client that does not read its stream holds up the
-        sender, not the bridge's memory. A stream nobody is writing is bounded by its budget
-        instead (a resumable stream) or has no sender left (the others).
-
-        Raises:
-            trio.TooSlowError: still over ``limit`` after ``timeout`` seconds.
-        """
-        with trio.fail_after(timeout if timeout is not None else float("inf")):
-            while self.unwritten > limit and self.attached and not self.ended:
-                self._room = trio.Event()
-                await self._room.wait()
-
-    def _wake(self) -> None:
-        self._changed.set()
 
     def event_id(self, seq: int) -> str:
         return f"{self.key}/{seq}"
@@ -261,7 +299,6 @@ async def write_response(
         return False
     finally:
         stream.attached = False
-        stream._room.set()
 
 
 async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, style: StreamStyle) -> bool:
@@ -272,7 +309,7 @@ async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, st
     if len(events) == 1 and events[0][2] and stream.ended:
         seq, data, _, status = events[0]
         await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
-        stream.written(seq, len(data))
+        stream.written(seq)
         return True
     if not events and stream.ended:  # the channel closed without an answer (never expected)
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
@@ -287,7 +324,7 @@ async def _write_events(
     head = list(first_events)
     if style.priming:
         retry = f"retry: {style.retry_ms}\n".encode() if style.retry_ms is not None else b""
-        head.append(retry + encode_event(b"", event_id=stream.event_id(stream.position - 1)))
+        head.append(retry + encode_event(b"", event_id=stream.event_id(stream.last_written())))
     if head:
         await connection.send_body(b"".join(head))
     while True:
@@ -304,7 +341,7 @@ async def _write_events(
                     for seq, data, _, _ in events
                 )
             )
-            stream.written(events[-1][0], sum(len(data) for _, data, _, _ in events))
+            stream.written(events[-1][0])
         if stream.ended and not stream.pending():
             await connection.end_stream()
             return

@@ -734,3 +734,14 @@ async def test_a_graceful_stop_lets_an_http_request_in_flight_finish_and_refuses
             await daemon.wait_stopped()
             with pytest.raises(OSError):
                 await RawHttp.open(port)
+
+
+async def test_a_reply_larger_than_the_replay_budget_still_reaches_the_client_whole() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(http=HttpOptions(event_budget=1000)) as port:
+            session = await open_session(port, RESUMING)
+            message = call(4, "blob", size=200_000)
+            message["params"]["_meta"] = {"progressToken": "t"}
+            response = await session.post(message)
+            (reply,) = [m for m in response.messages() if m.get("id") == 4]
+            assert len(reply["result"]["content"][0]["text"]) == 200_000
