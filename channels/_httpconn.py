@@ -22,7 +22,7 @@ import attrs
 import h11
 import trio
 
-from ._stream import RECEIVE_SIZE, send_all_within
+from ._stream import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
 
 logger = logging.getLogger("channels.http")
 
@@ -114,6 +114,7 @@ class HttpConnection:
         self.stream = stream
         self.limits = limits
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._send_fd = send_fd_getter(stream)
         self._peer_closed = False
         self._broken = False
         self.bytes_received = 0
@@ -137,30 +138,39 @@ class HttpConnection:
             BadRequest: malformed, too large or too slow; the caller answers ``status`` and
                 closes.
         """
-        if not first:
-            if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
-                return None
-            self._h11.start_next_cycle()
-            if not self._h11.trailing_data[0]:
-                with trio.move_on_after(self.limits.idle_timeout) as idle:
-                    arrived = await self._receive_into_h11()
-                if idle.cancelled_caught or not arrived:
+        phase = "idle"
+        with trio.CancelScope() as scope:
+            if not first:
+                if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
                     return None
-        with trio.move_on_after(self.limits.head_timeout) as deadline:
+                self._h11.start_next_cycle()
+                if not self._h11.trailing_data[0]:
+                    scope.deadline = trio.current_time() + self.limits.idle_timeout
+                    if not await self._receive_into_h11():
+                        return None
+            # One scope for the whole request: the head must come within head_timeout of its
+            # first byte, the body within body_timeout after that.
+            phase = "head"
+            scope.deadline = trio.current_time() + self.limits.head_timeout
             head = await self._next_event()
-        if deadline.cancelled_caught:
-            raise BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
-        if head is None:
-            return None
-        assert isinstance(head, h11.Request)
-        body = await self._read_body(head)
-        return Request(
-            head.method.decode("ascii", "replace"),
-            head.target.decode("ascii", "replace"),
-            tuple((name, value) for name, value in head.headers),
-            body,
-            head.http_version.decode("ascii", "replace"),
-        )
+            if head is None:
+                return None
+            assert isinstance(head, h11.Request)
+            phase = "body"
+            scope.deadline = trio.current_time() + self.limits.body_timeout
+            body = await self._read_body(head)
+            return Request(
+                head.method.decode("ascii", "replace"),
+                head.target.decode("ascii", "replace"),
+                tuple(head.headers),
+                body,
+                head.http_version.decode("ascii", "replace"),
+            )
+        if phase == "idle":
+            return None  # idle too long
+        if phase == "body":
+            raise BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
+        raise BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
 
     async def _receive_into_h11(self) -> bool:
         if self._peer_closed:
@@ -201,21 +211,17 @@ class HttpConnection:
             )
         chunks: list[bytes] = []
         size = 0
-        with trio.move_on_after(self.limits.body_timeout) as deadline:
-            while True:
-                event = await self._next_event()
-                if event is None:
-                    raise BadRequest(400, "the connection closed in the middle of the body")
-                if isinstance(event, h11.EndOfMessage):
-                    break
-                assert isinstance(event, h11.Data)
-                size += len(event.data)
-                if size > self.limits.max_body:
-                    raise BadRequest(413, f"the body is over the limit of {self.limits.max_body} bytes")
-                chunks.append(bytes(event.data))
-        if deadline.cancelled_caught:
-            raise BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
-        return b"".join(chunks)
+        while True:
+            event = await self._next_event()
+            if event is None:
+                raise BadRequest(400, "the connection closed in the middle of the body")
+            if isinstance(event, h11.EndOfMessage):
+                return b"".join(chunks)
+            assert isinstance(event, h11.Data)
+            size += len(event.data)
+            if size > self.limits.max_body:
+                raise BadRequest(413, f"the body is over the limit of {self.limits.max_body} bytes")
+            chunks.append(bytes(event.data))
 
     async def respond(self, status: int, headers: Headers, body: bytes = b"") -> None:
         """Send a complete response with ``Content-Length``.
@@ -268,7 +274,13 @@ class HttpConnection:
         if self._broken:
             raise trio.BrokenResourceError("the connection is broken")
         try:
-            timed_out = await send_all_within(self.stream, memoryview(data), self.limits.send_timeout)
+            # Most responses fit the socket buffer: one synchronous write, no scheduling.
+            sent = write_now(self._send_fd, data)
+            if sent == len(data):
+                self.bytes_sent += sent
+                await trio.lowlevel.checkpoint_if_cancelled()
+                return
+            timed_out = await send_all_within(self.stream, memoryview(data)[sent:], self.limits.send_timeout)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._broken = True
             raise trio.BrokenResourceError("the client went away") from exc

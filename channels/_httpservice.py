@@ -71,6 +71,8 @@ _TOO_MANY = {"too-many-connections"}
 # transports text, "SSE polling").
 RESUMING_VERSIONS = frozenset({"2025-11-25"})
 RETRY_MS = 1000
+# Distinct (Accept, Content-Type) pairs whose check is remembered: clients send one pair each.
+POST_HEADER_MEMO = 64
 # Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
 # with the 404 and -32601 the transport specifies for a method the server does not implement.
 REMOVED_METHODS = frozenset(
@@ -146,6 +148,7 @@ class HttpService:
         self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
         self.stopping = False
         self._idle_scopes: set[trio.CancelScope] = set()
+        self._post_header_checks: dict[tuple[tuple[bytes, ...], tuple[bytes, ...]], HttpRefusal | None] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -303,6 +306,26 @@ class HttpService:
             200, [(b"content-type", b"application/json"), *cors], json.dumps(document).encode()
         )
 
+    def _check_post_headers(self, request: Request) -> HttpRefusal | None:
+        """:func:`check_post_headers`, remembered per distinct Accept and Content-Type pair.
+
+        A client sends the same two on every POST, and parsing Accept's ranges and q-values is
+        a measurable part of a small request's cost.
+        """
+        key = (
+            tuple(value for name, value in request.headers if name == b"accept"),
+            tuple(value for name, value in request.headers if name == b"content-type"),
+        )
+        try:
+            return self._post_header_checks[key]
+        except KeyError:
+            pass
+        refusal = check_post_headers(request.headers)
+        if len(self._post_header_checks) >= POST_HEADER_MEMO:
+            self._post_header_checks.clear()
+        self._post_header_checks[key] = refusal
+        return refusal
+
     def _cors_headers(self, request: Request) -> list[tuple[bytes, bytes]]:
         origin = request.header(b"origin")
         if origin is None or origin.decode("latin-1").lower().rstrip("/") not in self.http.cors_origins:
@@ -356,7 +379,7 @@ class HttpService:
         nursery: trio.Nursery,
         cors: list[tuple[bytes, bytes]],
     ) -> None:
-        refusal = check_post_headers(request.headers)
+        refusal = self._check_post_headers(request)
         parsed = refusal or parse_body(request.body)
         if isinstance(parsed, HttpRefusal):
             await self._respond(connection, parsed, cors)
