@@ -44,7 +44,15 @@ from ._httpconn import ConnectionPool, HttpFailure
 from ._httpexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
 from ._httpsession import LegacySession
 from ._jsonrpc import JSONObject, Kind, encode, is_request_id, validate
-from ._mcphttp import METHOD_HEADER, SESSION_HEADER, VERSION_HEADER, modern_headers, modern_version, no_reply
+from ._mcphttp import (
+    METHOD_HEADER,
+    SESSION_HEADER,
+    VERSION_HEADER,
+    modern_headers,
+    modern_version,
+    no_reply,
+    too_many_requests,
+)
 from ._mcphttp import request_key as _key
 from ._tls import client_context
 from ._unwrap import single_exception
@@ -55,6 +63,10 @@ RECEIVE_QUEUE = 16
 """Messages received and not yet taken by ``receive``. When it is full, the tasks reading response
 streams wait, and TCP flow control slows the server: memory stays bounded by this many messages
 (plus one per open stream) of at most ``max_message_bytes`` each."""
+MAX_QUEUED_REQUESTS = 64
+"""Requests that may wait for a connection while every slot is taken (see ``_admit``); more are
+answered at once with ``TOO_MANY_REQUESTS``. A stdio client rarely has more than a few requests
+outstanding, and each queued one holds its body (up to the client's message limit) in memory."""
 CLOSE_TIMEOUT = 2.0
 """Seconds ``aclose`` gives the DELETE that ends a legacy session (best effort)."""
 
@@ -66,9 +78,11 @@ class HttpClientChannel(MessageChannel):
     Made by :func:`open_http_client`, which runs its background tasks; not constructed directly.
 
     ``send`` returns once the message is on the wire: a request's POST has been written (its
-    answer comes through ``receive``), a notification's or reply's POST has been accepted. If
-    all connections are busy it waits for one (backpressure). A cancelled ``send`` may leave the
-    message to be sent anyway, as the contract allows.
+    answer comes through ``receive``), a notification's or reply's POST has been accepted. A
+    request that finds every connection taken by other requests is queued instead and ``send``
+    returns at once: the next message may be the reply a held request waits for (sampling,
+    elicitation). A cancelled ``send`` may leave the message to be sent anyway, as the contract
+    allows.
 
     ``send_eof`` ends the standalone stream and any ``subscriptions/listen`` stream (they never
     end on their own), and ``receive`` raises ``EndOfChannel`` once every other request has been
@@ -88,6 +102,7 @@ class HttpClientChannel(MessageChannel):
         self._tasks: trio.Nursery | None = None
         self._standalone: trio.CancelScope | None = None
         self._active = 0
+        self._queued = 0
         self._quiet = trio.Event()
         self._quiet.set()
         self._closed = False
@@ -227,32 +242,14 @@ class HttpClientChannel(MessageChannel):
     async def _request(
         self, message: JSONObject, body: bytes, version: str | None, exchange: Exchange, done: trio.Event
     ) -> None:
-        http = self._http
         try:
-            async with self._pool.long_exchanges:
-                if version is not None:
-                    await http.post_request(
-                        message, body, modern_headers(message, version), exchange, done.set
-                    )
-                    return
-                initialize = message["method"] == "initialize"
-                for attempt in range(MAX_SESSION_RENEWALS + 1):
-                    if initialize:  # the start of a session carries none (and is never renewed)
-                        headers: list[tuple[str, str]] = []
-                        generation = self._session.generation
-                    else:
-                        headers, generation = await self._session.headers()
-                    if not await http.post_request(message, body, headers, exchange, done.set):
-                        return
-                    if attempt == MAX_SESSION_RENEWALS:
-                        break
-                    await http.renew(generation)
-                await http.answer(
-                    exchange,
-                    no_reply(exchange.request_id, "the session keeps being lost", reason="session-lost"),
-                )
+            if await self._admit(exchange, done):
+                try:
+                    await self._exchange(message, body, version, exchange, done)
+                finally:
+                    self._pool.long_exchanges.release()
         except HttpFailure as exc:
-            await http.answer(exchange, no_reply(exchange.request_id, str(exc), reason="session-lost"))
+            await self._http.answer(exchange, no_reply(exchange.request_id, str(exc), reason="session-lost"))
         except trio.ClosedResourceError:
             pass  # the channel is closing
         finally:
@@ -262,6 +259,53 @@ class HttpClientChannel(MessageChannel):
             if self._exchanges.get(_key(exchange.request_id)) is exchange:
                 del self._exchanges[_key(exchange.request_id)]
             self._task_done()
+
+    async def _admit(self, exchange: Exchange, done: trio.Event) -> bool:
+        """Take a connection slot for a request; return False if it was answered instead.
+
+        When every slot is taken the request queues, and the sender is let go at once: it may
+        have to send the very reply (to a server's sampling request, say) that a request holding
+        a slot waits for. Past :data:`MAX_QUEUED_REQUESTS` queued, it is answered at once.
+        """
+        slots = self._pool.long_exchanges
+        try:
+            slots.acquire_nowait()
+            return True
+        except trio.WouldBlock:
+            pass
+        if self._queued >= MAX_QUEUED_REQUESTS:
+            await self._http.answer(exchange, too_many_requests(exchange.request_id, MAX_QUEUED_REQUESTS))
+            return False
+        self._queued += 1
+        done.set()
+        try:
+            await slots.acquire()
+        finally:
+            self._queued -= 1
+        return True
+
+    async def _exchange(
+        self, message: JSONObject, body: bytes, version: str | None, exchange: Exchange, done: trio.Event
+    ) -> None:
+        http = self._http
+        if version is not None:
+            await http.post_request(message, body, modern_headers(message, version), exchange, done.set)
+            return
+        initialize = message["method"] == "initialize"
+        for attempt in range(MAX_SESSION_RENEWALS + 1):
+            if initialize:  # the start of a session carries none (and is never renewed)
+                headers: list[tuple[str, str]] = []
+                generation = self._session.generation
+            else:
+                headers, generation = await self._session.headers()
+            if not await http.post_request(message, body, headers, exchange, done.set):
+                return
+            if attempt == MAX_SESSION_RENEWALS:
+                break
+            await http.renew(generation)
+        await http.answer(
+            exchange, no_reply(exchange.request_id, "the session keeps being lost", reason="session-lost")
+        )
 
     def _cancel(self, notification: JSONObject) -> bool:
         """Handle the client's ``notifications/cancelled`` here if no session needs to hear it.

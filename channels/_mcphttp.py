@@ -18,6 +18,7 @@ another error status without one           -32000       ``http-error``
 a 2xx with no reply (202, a stream that    -32000       ``no-reply``
 ended, an unexpected content type)
 no connection, a connection lost           -32000       ``connection-failed``
+too many requests waiting for a connection -31002       ``too-many-requests``
 the legacy session could not be renewed    -32000       ``session-lost``
 =========================================  ===========  =====================================
 
@@ -49,6 +50,10 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 TRANSPORT_ERROR = -32000
 """A request the server did not answer: HTTP error, connection lost, session lost (``data.reason``
 says which)."""
+
+TOO_MANY_REQUESTS = -31002
+"""A request refused because too many were already waiting for a connection (the bridge's own code
+for its in-flight limit, with the same meaning)."""
 
 # Where Mcp-Name comes from, per method (2026-07-28 transports, "Standard headers").
 _NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -119,6 +124,11 @@ def error_reply(
 def no_reply(request_id: RequestId, detail: str, *, reason: str = "no-reply", **data: Any) -> JSONObject:
     """The answer to a request whose exchange ended without the server's reply."""
     return error_reply(request_id, TRANSPORT_ERROR, "No reply from the server", reason, detail=detail, **data)
+
+
+def too_many_requests(request_id: RequestId, limit: int) -> JSONObject:
+    """The answer to a request refused because ``limit`` requests were already queued."""
+    return error_reply(request_id, TOO_MANY_REQUESTS, "Too many requests", "too-many-requests", limit=limit)
 
 
 def status_reply(
