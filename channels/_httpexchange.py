@@ -297,6 +297,7 @@ class Exchanges:
             await trio.sleep(reconnect_delay(position, failures))
             before = position.last_event_id
             assert before is not None
+            logger.debug("resuming the stream of request %r after event %s", exchange.request_id, before)
             get_headers = self.headers("text/event-stream", *headers, ("Last-Event-ID", before))
             try:
                 with exchange.reading():
