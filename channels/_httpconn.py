@@ -170,13 +170,14 @@ class HttpConnection:
         return False
 
     def looks_dead(self) -> bool:
-        """Whether an idle connection has something to read, and so must not be reused.
+        """Whether an idle plain-TCP connection has something to read, and so must not be reused.
 
-        The server closed it (EOF), or sent bytes no request asked for (httpcore's check).
+        The server closed it (EOF), or sent bytes no request asked for (httpcore's check). TLS
+        connections are not checked: a TLS 1.3 server sends session tickets after the handshake,
+        which make an idle socket readable without anything being wrong. A TLS connection the
+        server closed is caught by the retry in :meth:`ConnectionPool.request` instead.
         """
         stream = self.stream
-        if isinstance(stream, trio.SSLStream):
-            stream = stream.transport_stream
         if not isinstance(stream, trio.SocketStream):
             return False
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -606,12 +607,22 @@ async def test_sequential_requests_reuse_one_kept_alive_connection() -> None:
         assert http.connections == 1
 
 
-async def test_a_server_that_closes_idle_connections_unannounced_costs_no_request() -> None:
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_server_that_closes_idle_connections_unannounced_costs_no_request(
+    scheme: str, tls_files: Any
+) -> None:
     async def handler(exchange: ServerExchange) -> None:
         await exchange.result({})
 
+    context = None
+    if scheme == "https":
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls_files.server_cert, tls_files.server_key)
     with trio.fail_after(TIMEOUT):
-        async with scripted_server(handler, close_after_each=True) as http, client(http.url()) as channel:
+        async with (
+            scripted_server(handler, ssl_context=context, close_after_each=True) as http,
+            client(http.url(scheme), tls_ca=tls_files.ca) as channel,
+        ):
             for request_id in range(5):
                 await channel.send(modern(call(request_id)))
                 reply = await channel.receive()
@@ -717,8 +728,10 @@ async def test_https_works_with_a_trusted_ca_and_an_untrusted_certificate_is_a_c
         async with scripted_server(handler, ssl_context=context) as http:
             async with client(http.url("https"), tls_ca=tls_files.ca) as channel:
                 assert channel.peer.transport == "https"
-                await channel.send(modern(call(1)))
-                assert (await channel.receive())["result"] == {"secure": True}
+                for request_id in range(3):
+                    await channel.send(modern(call(request_id)))
+                    assert (await channel.receive())["result"] == {"secure": True}
+            assert http.connections == 1  # kept alive, the reachability check's connection included
             with pytest.raises(ConnectError):
                 async with client(http.url("https"), tls_ca=tls_files.other_ca):
                     pass
