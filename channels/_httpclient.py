@@ -223,7 +223,7 @@ class HttpClientChannel(MessageChannel):
         method = message["method"]
         version = modern_version(message)
         exchange = Exchange(
-            message["id"], modern=version is not None, listen=method == "subscriptions/listen"
+            message["id"], method, modern=version is not None, listen=method == "subscriptions/listen"
         )
         if version is not None:
             self._modern_version = version
@@ -289,7 +289,10 @@ class HttpClientChannel(MessageChannel):
     ) -> None:
         http = self._http
         if version is not None:
-            await http.post_request(message, body, modern_headers(message, version), exchange, done.set)
+            routing = modern_headers(message, version)
+            if message["method"] == "tools/call":
+                routing += http.tool_headers.headers_for(message.get("params"))
+            await http.post_request(message, body, routing, exchange, done.set)
             return
         initialize = message["method"] == "initialize"
         for attempt in range(MAX_SESSION_RENEWALS + 1):

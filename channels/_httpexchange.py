@@ -25,6 +25,7 @@ from ._endpoint import Endpoint
 from ._errors import MessageTooLarge, ProtocolError
 from ._httpconn import ConnectionPool, HttpConnection, HttpFailure
 from ._httpsession import LegacySession
+from ._httpstream import StreamPosition, read_stream, reconnect_delay
 from ._jsonrpc import JSONObject, RequestId, decode, encode
 from ._mcphttp import (
     ACCEPT_BOTH,
@@ -36,7 +37,7 @@ from ._mcphttp import (
     status_reply,
     valid_session_id,
 )
-from ._sse import Event, EventDecoder
+from ._mcpparams import ToolHeaders
 
 logger = logging.getLogger("channels.http.client")
 
@@ -51,12 +52,6 @@ MAX_SESSION_RENEWALS = 2
 error: one renewal is the normal case (the server restarted); a second covers a restart during the
 first; more means the server loses sessions as fast as it makes them."""
 
-DEFAULT_RECONNECT_DELAY = 1.0
-"""Seconds before reconnecting an event stream when the server named no ``retry:`` delay (the SSE
-standard leaves it to the client; browsers wait a few seconds)."""
-MAX_RECONNECT_DELAY = 30.0
-"""The longest wait between reconnection attempts of the standalone stream, which doubles from
-:data:`DEFAULT_RECONNECT_DELAY` while the server stays unreachable."""
 MAX_RESUME_FAILURES = 3
 """Consecutive resumption attempts (GET with ``Last-Event-ID``) that may bring nothing new before a
 request is answered with an error; one that brings events resets the count, so a server that
@@ -73,26 +68,13 @@ ERROR_BODY_BYTES = 64 * 1024
 """The most of an error response's body read (for its JSON-RPC error); a longer one is ignored."""
 
 
-@attrs.define
-class StreamPosition:
-    """Where an event stream got to, for resuming it: the last event id and the ``retry:`` delay."""
-
-    last_event_id: str | None = None
-    retry: float | None = None
-
-    def update(self, event: Event) -> None:
-        if event.event_id is not None:
-            self.last_event_id = event.event_id
-        if event.retry is not None:
-            self.retry = event.retry / 1000
-
-
 @attrs.define(eq=False)
 class Exchange:
     """One request of the stdio client and the state of its answer.
 
     Attributes:
         request_id: the request's id.
+        method: the request's method.
         modern: a 2026-07-28 request (cancelled by closing its response stream).
         listen: a ``subscriptions/listen`` request (its stream lasts until cancelled).
         swallow: keep the answer in :attr:`reply` instead of delivering it (a replayed
@@ -105,6 +87,7 @@ class Exchange:
     """
 
     request_id: RequestId
+    method: str = ""
     modern: bool = False
     listen: bool = False
     swallow: bool = False
@@ -161,6 +144,7 @@ class Exchanges:
     pool: ConnectionPool
     session: LegacySession
     deliver: Deliver
+    tool_headers: ToolHeaders = attrs.field(factory=ToolHeaders)
 
     def headers(self, accept: str, *more: tuple[str, str]) -> list[tuple[str, str]]:
         """The headers every request carries, then ``more``."""
@@ -177,6 +161,8 @@ class Exchanges:
         if exchange.settled:
             return
         exchange.answered = True
+        if exchange.method == "tools/list" and isinstance(item, dict):
+            self.tool_headers.learn(item.get("result"))
         if exchange.on_answer is not None:
             exchange.on_answer(item)
         if exchange.swallow:
@@ -347,7 +333,7 @@ class Exchanges:
         await self.session.renew(generation, self._replay, self._notify)
 
     async def _replay(self, initialize: JSONObject) -> tuple[str | None, str | None]:
-        exchange = Exchange(initialize["id"], swallow=True)
+        exchange = Exchange(initialize["id"], "initialize", swallow=True)
         await self.post_request(initialize, encode(initialize)[:-1], [], exchange, lambda: None)
         reply = exchange.reply
         result = reply.get("result") if isinstance(reply, dict) else None
@@ -434,37 +420,6 @@ class Exchanges:
                 logger.debug("session ended: HTTP %d", response.status_code)
         except (HttpFailure, trio.ClosedResourceError) as exc:
             logger.debug("could not end the session: %s", exc)
-
-
-async def read_stream(
-    conn: HttpConnection,
-    max_event_bytes: int,
-    position: StreamPosition,
-    take: Callable[[str], Awaitable[bool]],
-) -> None:
-    """Feed an event stream's messages to ``take`` until it returns True or the stream ends.
-
-    Priming events (an id and no data) and events of other types only move ``position``.
-
-    Raises:
-        ValueError: an event over ``max_event_bytes``, or not UTF-8 (the stream is unusable).
-        HttpFailure: the connection failed.
-    """
-    decoder = EventDecoder(max_event_bytes)
-    while chunk := await conn.receive_data():
-        stop = False
-        for event in decoder.feed(chunk):
-            position.update(event)
-            if event.data and event.event == "message" and not stop:
-                stop = await take(event.data)
-        if stop:
-            return
-
-
-def reconnect_delay(position: StreamPosition, failures: int) -> float:
-    """The server's ``retry:`` delay, or ours, doubled for each consecutive failure."""
-    base = position.retry if position.retry is not None else DEFAULT_RECONNECT_DELAY
-    return min(base * 2 ** max(0, failures - 1), max(base, MAX_RECONNECT_DELAY)) if failures else base
 
 
 def _too_large(request_id: RequestId, limit: int, what: str) -> MessageTooLarge:

@@ -22,6 +22,8 @@ Tools:
   stream, being unrelated to the request) and returns ``"announced"``;
 * ``headers``: returns the request's ``Mcp-*`` headers as JSON (the test checks what the client
   sent);
+* ``route`` (``region``, ``priority``): both annotated ``x-mcp-header`` (``Region``,
+  ``Priority``); returns the ``Mcp-Param-*`` headers it received as JSON;
 * ``wait_forever``: never returns (until cancelled).
 """
 
@@ -30,12 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+from typing import Annotated
 
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 server = MCPServer(name="mcp-bridge-sdk-http-test-server", version="1.0.0")
 
@@ -89,6 +92,18 @@ def headers(ctx: Context) -> str:
     received = ctx.headers or {}
     return json.dumps(
         {name.lower(): value for name, value in received.items() if name.lower().startswith("mcp-")}
+    )
+
+
+@server.tool(description="Route by region: its arguments are mirrored in Mcp-Param-* headers.")
+def route(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+    priority: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Priority"})],
+    ctx: Context,
+) -> str:
+    received = ctx.headers or {}
+    return json.dumps(
+        {name.lower(): value for name, value in received.items() if name.lower().startswith("mcp-param-")}
     )
 
 

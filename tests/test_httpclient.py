@@ -31,8 +31,9 @@ from trio.testing import wait_all_tasks_blocked
 from channels import ConnectOptions, MessageChannel
 from channels._endpoint import parse_endpoint
 from channels._httpclient import open_http_client
-from channels._httpexchange import StreamPosition, reconnect_delay
+from channels._httpstream import StreamPosition, reconnect_delay
 from channels._mcphttp import encode_header_value, modern_headers, modern_version, status_reply
+from channels._mcpparams import header_map, param_headers
 
 REPO = Path(__file__).resolve().parent.parent
 SDK_HTTP_SERVER = str(Path(__file__).resolve().parent / "sdk_http_server.py")
@@ -257,6 +258,32 @@ async def test_a_modern_request_reaches_the_sdk_server_with_the_routing_headers_
                 "mcp-method": "tools/call",
                 "mcp-name": "headers",
             }
+
+
+async def test_arguments_annotated_x_mcp_header_in_a_listing_are_mirrored_in_mcp_param_headers() -> None:
+    listing = {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": dict(MODERN_META)}}
+    with trio.fail_after(TIMEOUT):
+        async with sdk_http_server() as server, client(server.url) as channel:
+            await channel.send(listing)
+            tools = {tool["name"]: tool for tool in (await channel.receive())["result"]["tools"]}
+            assert tools["route"]["inputSchema"]["properties"]["region"]["x-mcp-header"] == "Region"
+            await channel.send(modern_call(1, "route", region="eu-west ü", priority=3))
+            reply = await channel.receive()
+    assert json.loads(text_of(reply)) == {
+        "mcp-param-region": "=?base64?ZXUtd2VzdCDDvA==?=",  # not ASCII: base64 of the UTF-8
+        "mcp-param-priority": "3",
+    }
+
+
+async def test_a_call_to_an_annotated_tool_before_any_listing_gets_no_mcp_param_headers_and_is_refused() -> (
+    None
+):
+    # The channel learns annotations only from listings it carries (as the SDK clients do).
+    with trio.fail_after(TIMEOUT):
+        async with sdk_http_server() as server, client(server.url) as channel:
+            await channel.send(modern_call(1, "route", region="eu", priority=1))
+            reply = await channel.receive()
+    assert reply["id"] == 1 and reply["error"]["code"] == -32020  # HeaderMismatch, with HTTP 400
 
 
 async def test_modern_progress_from_the_sdk_server_arrives_before_the_reply() -> None:
@@ -514,3 +541,42 @@ def test_reconnect_delays_follow_the_servers_retry_and_back_off_to_a_bound() -> 
     assert reconnect_delay(StreamPosition(retry=0.05), 0) == 0.05
     assert [reconnect_delay(StreamPosition(), n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0]
     assert reconnect_delay(StreamPosition(), 20) == 30.0
+
+
+def test_an_annotation_counts_only_on_a_primitive_property_reached_through_properties_alone() -> None:
+    def prop(kind: str, token: Any = None) -> dict[str, Any]:
+        return {"type": kind, **({"x-mcp-header": token} if token is not None else {})}
+
+    nested = {
+        "type": "object",
+        "properties": {"where": {"type": "object", "properties": {"zone": prop("string", "Zone")}}},
+    }
+    assert header_map(nested) == {("where", "zone"): "Zone"}
+    assert header_map({"properties": {"a": prop("string"), "b": prop("boolean", "B")}}) == {("b",): "B"}
+    assert header_map({"properties": {"n": prop("number", "N")}}) is None  # numbers are not allowed
+    assert (
+        header_map({"properties": {"a": prop("string", "X"), "b": prop("string", "x")}}) is None
+    )  # duplicate
+    assert header_map({"properties": {"a": prop("string", "Bad Token")}}) is None
+    assert header_map({"items": {"properties": {"a": prop("string", "A")}}}) is None  # off the chain
+    assert header_map({"x-mcp-header": "Root", "type": "string"}) is None
+    assert header_map(None) == {} and header_map({"type": "object"}) == {}
+
+
+def test_mcp_param_values_are_rendered_like_the_sdks_and_absent_ones_are_left_out() -> None:
+    mapping = {("flag",): "Flag", ("count",): "Count", ("ratio",): "Ratio", ("name",): "Name", ("gone",): "Gone",
+               ("deep", "x"): "Deep"}  # fmt: skip
+    arguments = {
+        "flag": False,
+        "count": 12,
+        "ratio": 0.5,
+        "name": " spaced ",
+        "gone": None,
+        "deep": "not a dict",
+    }
+    assert param_headers(mapping, arguments) == [
+        ("Mcp-Param-Flag", "false"),
+        ("Mcp-Param-Count", "12"),
+        ("Mcp-Param-Ratio", "0.5"),
+        ("Mcp-Param-Name", "=?base64?IHNwYWNlZCA=?="),
+    ]
