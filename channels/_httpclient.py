@@ -40,20 +40,11 @@ from ._address import ConnectOptions
 from ._channel import MessageChannel, PeerInfo
 from ._endpoint import Endpoint
 from ._errors import InvalidMessage, ProtocolError
-from ._httpconn import ConnectionPool, HttpFailure
-from ._httpexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
+from ._httpconn import ConnectionPool
+from ._httpdispatch import Dispatcher
+from ._httpexchange import Exchanges, Item
 from ._httpsession import LegacySession
-from ._jsonrpc import JSONObject, Kind, encode, is_request_id, validate
-from ._mcphttp import (
-    METHOD_HEADER,
-    SESSION_HEADER,
-    VERSION_HEADER,
-    modern_headers,
-    modern_version,
-    no_reply,
-    too_many_requests,
-)
-from ._mcphttp import request_key as _key
+from ._jsonrpc import JSONObject, Kind, encode, validate
 from ._tls import client_context
 from ._unwrap import single_exception
 
@@ -63,10 +54,6 @@ RECEIVE_QUEUE = 16
 """Messages received and not yet taken by ``receive``. When it is full, the tasks reading response
 streams wait, and TCP flow control slows the server: memory stays bounded by this many messages
 (plus one per open stream) of at most ``max_message_bytes`` each."""
-MAX_QUEUED_REQUESTS = 64
-"""Requests that may wait for a connection while every slot is taken (see ``_admit``); more are
-answered at once with ``TOO_MANY_REQUESTS``. A stdio client rarely has more than a few requests
-outstanding, and each queued one holds its body (up to the client's message limit) in memory."""
 CLOSE_TIMEOUT = 2.0
 """Seconds ``aclose`` gives the DELETE that ends a legacy session (best effort)."""
 
@@ -94,15 +81,11 @@ class HttpClientChannel(MessageChannel):
     def __init__(self, endpoint: Endpoint, options: ConnectOptions, pool: ConnectionPool) -> None:
         self._peer = PeerInfo(endpoint.transport, endpoint.authority)
         self._queue_in, self._queue_out = trio.open_memory_channel[Item](RECEIVE_QUEUE)
-        self._session = LegacySession()
-        self._http = Exchanges(endpoint, options, pool, self._session, self._deliver)
+        self._http = Exchanges(endpoint, options, pool, LegacySession(), self._deliver)
+        self._dispatch = Dispatcher(self._http, self._spawn)
         self._pool = pool
-        self._exchanges: dict[tuple[type, object], Exchange] = {}
-        self._modern_version: str | None = None
         self._tasks: trio.Nursery | None = None
-        self._standalone: trio.CancelScope | None = None
         self._active = 0
-        self._queued = 0
         self._quiet = trio.Event()
         self._quiet.set()
         self._closed = False
@@ -197,195 +180,30 @@ class HttpClientChannel(MessageChannel):
                 raise trio.ClosedResourceError("the sending direction was closed (send_eof)")
             done = trio.Event()
             if kind is Kind.REQUEST:
-                self._start_request(value, body, done)
-            elif value.get("method") == "notifications/cancelled" and self._cancel(value):
+                self._dispatch.start_request(value, body, done)
+            elif value.get("method") == "notifications/cancelled" and self._dispatch.cancel(value):
                 done.set()
             else:
-                self._spawn(self._post, value, body, done)
+                self._dispatch.post(value, body, done)
             await done.wait()
         finally:
             self._sending = False
 
     def _spawn(self, task: Callable[..., Awaitable[object]], *args: object) -> None:
-        """Start a task that counts as activity: ``send_eof`` waits for it to call :meth:`_task_done`."""
+        """Start ``task(*args)`` in the background, counted as activity until it returns."""
         assert self._tasks is not None, "the channel's tasks are not running (use open_http_client)"
         self._active += 1
         if self._quiet.is_set():
             self._quiet = trio.Event()
-        self._tasks.start_soon(task, *args)
+        self._tasks.start_soon(self._counted, task, args)
 
-    def _task_done(self) -> None:
-        self._active -= 1
-        if self._active == 0:
-            self._quiet.set()
-
-    def _start_request(self, message: JSONObject, body: bytes, done: trio.Event) -> None:
-        method = message["method"]
-        version = modern_version(message)
-        exchange = Exchange(
-            message["id"], method, modern=version is not None, listen=method == "subscriptions/listen"
-        )
-        if version is not None:
-            self._modern_version = version
-        elif method == "initialize":
-            self._session.begin(message)  # before send returns: later messages wait for the session
-            generation = self._session.generation
-
-            def established(answer: Item) -> None:
-                reply = answer if isinstance(answer, dict) and "result" in answer else None
-                self._session.established(generation, exchange.session_id if reply else None, reply)
-
-            exchange.on_answer = established
-        self._exchanges[_key(message["id"])] = exchange
-        self._spawn(self._request, message, body, version, exchange, done)
-
-    async def _request(
-        self, message: JSONObject, body: bytes, version: str | None, exchange: Exchange, done: trio.Event
-    ) -> None:
+    async def _counted(self, task: Callable[..., Awaitable[object]], args: tuple[object, ...]) -> None:
         try:
-            if await self._admit(exchange, done):
-                try:
-                    await self._exchange(message, body, version, exchange, done)
-                finally:
-                    self._pool.long_exchanges.release()
-        except HttpFailure as exc:
-            await self._http.answer(exchange, no_reply(exchange.request_id, str(exc), reason="session-lost"))
-        except trio.ClosedResourceError:
-            pass  # the channel is closing
+            await task(*args)
         finally:
-            done.set()
-            if exchange.on_answer is not None and not exchange.answered:
-                exchange.on_answer(no_reply(exchange.request_id, "abandoned"))  # settles the session
-            if self._exchanges.get(_key(exchange.request_id)) is exchange:
-                del self._exchanges[_key(exchange.request_id)]
-            self._task_done()
-
-    async def _admit(self, exchange: Exchange, done: trio.Event) -> bool:
-        """Take a connection slot for a request; return False if it was answered instead.
-
-        When every slot is taken the request queues, and the sender is let go at once: it may
-        have to send the very reply (to a server's sampling request, say) that a request holding
-        a slot waits for. Past :data:`MAX_QUEUED_REQUESTS` queued, it is answered at once.
-        """
-        slots = self._pool.long_exchanges
-        try:
-            slots.acquire_nowait()
-            return True
-        except trio.WouldBlock:
-            pass
-        if self._queued >= MAX_QUEUED_REQUESTS:
-            await self._http.answer(exchange, too_many_requests(exchange.request_id, MAX_QUEUED_REQUESTS))
-            return False
-        self._queued += 1
-        done.set()
-        try:
-            await slots.acquire()
-        finally:
-            self._queued -= 1
-        return True
-
-    async def _exchange(
-        self, message: JSONObject, body: bytes, version: str | None, exchange: Exchange, done: trio.Event
-    ) -> None:
-        http = self._http
-        if version is not None:
-            routing = modern_headers(message, version)
-            if message["method"] == "tools/call":
-                routing += http.tool_headers.headers_for(message.get("params"))
-            await http.post_request(message, body, routing, exchange, done.set)
-            return
-        initialize = message["method"] == "initialize"
-        for attempt in range(MAX_SESSION_RENEWALS + 1):
-            if initialize:  # the start of a session carries none (and is never renewed)
-                headers: list[tuple[str, str]] = []
-                generation = self._session.generation
-            else:
-                headers, generation = await self._session.headers()
-            if not await http.post_request(message, body, headers, exchange, done.set):
-                return
-            if attempt == MAX_SESSION_RENEWALS:
-                break
-            await http.renew(generation)
-        await http.answer(
-            exchange, no_reply(exchange.request_id, "the session keeps being lost", reason="session-lost")
-        )
-
-    def _cancel(self, notification: JSONObject) -> bool:
-        """Handle the client's ``notifications/cancelled`` here if no session needs to hear it.
-
-        A modern request's response stream is closed (HTTP's way to cancel in 2026-07-28).
-        Returns whether the notification is done with; if not, it is POSTed.
-        """
-        params = notification.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        exchange = self._exchanges.get(_key(request_id)) if is_request_id(request_id) else None
-        if exchange is not None and exchange.modern:
-            logger.debug("cancelling request %r: closing its response stream", request_id)
-            exchange.abandon()
-            return True
-        return not self._session.active  # without a session there is nobody to tell
-
-    async def _post(self, message: JSONObject, body: bytes, done: trio.Event) -> None:
-        """POST a notification or a reply and wait for it to be accepted (202)."""
-        what = message.get("method") or f"the reply to {message.get('id')!r}"
-        try:
-            for attempt in range(MAX_SESSION_RENEWALS + 1):
-                generation = None
-                if self._session.active:
-                    headers, generation = await self._session.headers()
-                elif self._modern_version is not None and "method" in message:
-                    headers = [(VERSION_HEADER, self._modern_version), (METHOD_HEADER, message["method"])]
-                else:
-                    headers = []
-                with trio.move_on_after(ACK_TIMEOUT) as timer:
-                    status = await self._http.post_message(body, headers)
-                if timer.cancelled_caught:
-                    logger.warning("%s: not accepted within %gs; given up", what, ACK_TIMEOUT)
-                    return
-                sent_session = any(name == SESSION_HEADER for name, _ in headers)
-                if (
-                    status == 404
-                    and sent_session
-                    and generation is not None
-                    and attempt < MAX_SESSION_RENEWALS
-                ):
-                    await self._http.renew(generation)
-                    continue
-                if not 200 <= status < 300:
-                    logger.warning("%s: refused by the server with HTTP %d", what, status)
-                else:
-                    self._accepted(message)
-                return
-        except HttpFailure as exc:
-            logger.warning("%s: not delivered: %s", what, exc)
-        except trio.ClosedResourceError:
-            pass
-        finally:
-            done.set()
-            self._task_done()
-
-    def _accepted(self, message: JSONObject) -> None:
-        method = message.get("method")
-        if method == "notifications/initialized" and self._session.active:
-            self._session.initialized = message
-            if self._standalone is None and not self._eof and self._session.session_id is not None:
-                self._standalone = trio.CancelScope()
-                self._spawn(self._run_standalone, self._standalone)
-        elif method == "notifications/cancelled":
-            params = message.get("params")
-            request_id = params.get("requestId") if isinstance(params, dict) else None
-            exchange = self._exchanges.get(_key(request_id)) if is_request_id(request_id) else None
-            if exchange is not None:
-                exchange.abandon()  # the server was told; the client expects no reply
-
-    async def _run_standalone(self, scope: trio.CancelScope) -> None:
-        try:
-            with scope:
-                await self._http.listen_standalone()
-        except trio.ClosedResourceError:
-            pass
-        finally:
-            self._task_done()
+            self._active -= 1
+            if self._active == 0:
+                self._quiet.set()
 
     # -- closing ----------------------------------------------------------------------------------
 
@@ -407,11 +225,7 @@ class HttpClientChannel(MessageChannel):
         if self._eof:
             return
         self._eof = True
-        if self._standalone is not None:
-            self._standalone.cancel()
-        for exchange in list(self._exchanges.values()):
-            if exchange.listen:
-                exchange.abandon()
+        self._dispatch.end()
         assert self._tasks is not None
         self._tasks.start_soon(self._finish)
 

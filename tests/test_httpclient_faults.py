@@ -31,7 +31,7 @@ from channels import (
     MessageTooLarge,
     ProtocolError,
 )
-from channels import _httpclient as httpclient
+from channels import _httpdispatch as httpdispatch
 from channels._endpoint import parse_endpoint
 from channels._httpclient import open_http_client
 from channels._httpconn import MAX_CONNECTIONS, RESERVED_CONNECTIONS
@@ -355,6 +355,26 @@ async def test_a_legacy_cancellation_is_posted_and_the_cancelled_request_gets_no
         assert posted.headers["mcp-session-id"] == "s1"
 
 
+async def test_cancelling_a_legacy_request_without_a_session_is_still_posted_and_the_request_abandoned() -> (
+    None
+):
+    async def handler(exchange: ServerExchange) -> None:
+        if exchange.rpc_method == "tools/call":
+            await exchange.start_events()
+            await exchange.wait_disconnect()
+        else:
+            await exchange.accepted()
+
+    with trio.fail_after(TIMEOUT):
+        async with scripted_server(handler) as http, client(http.url()) as channel:
+            await channel.send(call(8))  # legacy (no _meta), and no initialize: a sessionless server
+            await channel.send(cancel(8))
+            await channel.send_eof()
+            assert await receive_until_end(channel) == []
+        (posted,) = http.posts("notifications/cancelled")
+        assert "mcp-session-id" not in posted.headers
+
+
 # -- modern requests ---------------------------------------------------------------------------------
 
 
@@ -664,7 +684,7 @@ async def test_requests_held_open_never_take_the_connections_that_notifications_
 async def test_requests_beyond_the_queue_bound_are_answered_at_once_with_too_many_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(httpclient, "MAX_QUEUED_REQUESTS", 2)
+    monkeypatch.setattr(httpdispatch, "MAX_QUEUED_REQUESTS", 2)
     release = trio.Event()
 
     async def handler(exchange: ServerExchange) -> None:
