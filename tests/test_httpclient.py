@@ -399,6 +399,41 @@ async def test_an_sdk_stdio_client_does_not_notice_the_http_server_restarting_be
             assert after.structured_content == {"result": "after"}
 
 
+async def test_mcp_bridge_connect_over_http_answers_its_stdin_then_exits_0_and_69_when_nothing_listens() -> (
+    None
+):
+    async def handler(exchange: ServerExchange) -> None:
+        if exchange.rpc_method == "tools/call":
+            await exchange.result({"content": [{"type": "text", "text": "hi"}]})
+        else:
+            await exchange.respond(200 if exchange.method == "DELETE" else 405)
+
+    request = json.dumps(modern_call(1, "echo")).encode() + b"\n"
+    with trio.fail_after(TIMEOUT):
+        async with scripted_server(handler) as http:
+            done = await trio.run_process(
+                [sys.executable, CONNECT_SHIM, "connect", http.url()],
+                stdin=request,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                cwd=REPO,
+            )
+            url = http.url()
+        assert done.returncode == 0, done.stderr.decode()
+        (line,) = done.stdout.splitlines()
+        assert json.loads(line)["result"]["content"][0]["text"] == "hi"
+        refused = await trio.run_process(
+            [sys.executable, CONNECT_SHIM, "connect", url],
+            stdin=b"",
+            capture_stderr=True,
+            check=False,
+            cwd=REPO,
+        )
+        assert refused.returncode == 69
+        assert b"cannot connect" in refused.stderr
+
+
 # -- the MessageChannel contract, as it applies to a client-only channel -----------------------
 
 
