@@ -15,8 +15,13 @@ Both protocol eras, decided per message:
   ``send_eof`` and ``aclose`` end it with DELETE.
 * **Modern** (a request with ``params._meta["io.modelcontextprotocol/protocolVersion"]``,
   2026-07-28): one self-contained POST per request with ``MCP-Protocol-Version``, ``Mcp-Method``
-  and ``Mcp-Name``; no session. The client's ``notifications/cancelled`` for such a request closes
-  its response stream, which is how HTTP cancels in 2026-07-28; it is not POSTed.
+  and ``Mcp-Name`` (and ``Mcp-Param-*`` for tool arguments annotated ``x-mcp-header``, see
+  :mod:`channels._mcpparams`); no session. The client's ``notifications/cancelled`` for such a
+  request closes its response stream, which is how HTTP cancels in 2026-07-28; it is not POSTed.
+
+Which exchange each message becomes is :mod:`channels._httpdispatch`; the exchanges themselves are
+:mod:`channels._httpexchange`, over the keep-alive connections of :mod:`channels._httpconn` (at
+most 16, two of them kept for notifications and replies).
 
 Every request gets exactly one answer: the server's reply, or an error reply with the request's id
 when the server gave none (the table in :mod:`channels._mcphttp`), unless the client cancelled it.
