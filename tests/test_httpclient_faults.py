@@ -294,6 +294,45 @@ async def test_a_request_stream_cut_before_the_reply_is_resumed_with_last_event_
         assert get.headers["mcp-session-id"] == "s1"
 
 
+async def test_a_stream_ended_gracefully_after_a_priming_event_is_resumed_by_get_only_after_retry_ms() -> (
+    None
+):
+    # The conformance suite's client scenario "sse-retry" (SEP-1699), which this environment's
+    # Node cannot run: priming event (id, retry: 500, no data), a clean end, the reply on the GET.
+    closed_at: list[float] = []
+    resumed_at: list[float] = []
+
+    async def on_call(exchange: ServerExchange) -> None:
+        await exchange.start_events()
+        await exchange.event(None, event_id="event-1", retry=500)
+        await exchange.end()
+        closed_at.append(trio.current_time())
+
+    async def on_get(exchange: ServerExchange) -> None:
+        await exchange.start_events()
+        if exchange.headers.get("last-event-id") == "event-1":
+            resumed_at.append(trio.current_time())
+            reply = {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "result": {"content": [{"type": "text", "text": "reconnected"}]},
+            }
+            await exchange.event(reply, event_id="event-2")
+        await exchange.wait_disconnect()
+
+    server = LegacyServer(on_call=on_call, on_get=on_get)
+    with trio.fail_after(TIMEOUT):
+        async with scripted_server(server) as http, client(http.url()) as channel:
+            await open_session(channel)
+            await channel.send(call(4))
+            assert (await channel.receive())["result"]["content"][0]["text"] == "reconnected"
+            resumed = await http.wait_for(lambda r: r.headers.get("last-event-id") == "event-1")
+            assert resumed.method == "GET" and resumed.headers["mcp-session-id"] == "s1"
+            assert (
+                resumed_at[0] - closed_at[0] >= 0.45
+            )  # the server's retry: 500 ms (with its 50 ms tolerance)
+
+
 async def test_a_stream_cut_before_the_reply_without_event_ids_is_answered_with_an_error() -> None:
     async def on_call(exchange: ServerExchange) -> None:
         await exchange.start_events()
