@@ -29,11 +29,11 @@ from scripted_http import ServerExchange, scripted_server
 from trio.testing import wait_all_tasks_blocked
 
 from channels import ConnectOptions, MessageChannel
+from channels._clientmcp import encode_header_value, modern_headers, modern_version, status_reply
+from channels._clientparams import header_map, param_headers
+from channels._clientstream import StreamPosition, reconnect_delay
 from channels._endpoint import parse_endpoint
 from channels._httpclient import open_http_client
-from channels._httpstream import StreamPosition, reconnect_delay
-from channels._mcphttp import encode_header_value, modern_headers, modern_version, status_reply
-from channels._mcpparams import header_map, param_headers
 
 REPO = Path(__file__).resolve().parent.parent
 SDK_HTTP_SERVER = str(Path(__file__).resolve().parent / "sdk_http_server.py")

@@ -31,11 +31,11 @@ from channels import (
     MessageTooLarge,
     ProtocolError,
 )
-from channels import _httpdispatch as httpdispatch
+from channels import _clientdispatch as httpdispatch
+from channels._clientconn import MAX_CONNECTIONS, RESERVED_CONNECTIONS
+from channels._clientexchange import MAX_SESSION_RENEWALS
 from channels._endpoint import parse_endpoint
 from channels._httpclient import open_http_client
-from channels._httpconn import MAX_CONNECTIONS, RESERVED_CONNECTIONS
-from channels._httpexchange import MAX_SESSION_RENEWALS
 
 TIMEOUT = 10
 

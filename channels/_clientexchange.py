@@ -7,7 +7,7 @@ POSTs of notifications and replies (answered 202), the legacy era's standalone G
 resumption of broken streams (GET with ``Last-Event-ID``), and session renewal after a 404.
 
 Whatever happens, an exchange ends with exactly one answer for its request (the server's reply, or
-an error reply from :mod:`channels._mcphttp`), unless the client cancelled the request.
+an error reply from :mod:`channels._clientmcp`), unless the client cancelled the request.
 """
 
 from __future__ import annotations
@@ -21,13 +21,8 @@ import h11
 import trio
 
 from ._address import ConnectOptions
-from ._endpoint import Endpoint
-from ._errors import MessageTooLarge, ProtocolError
-from ._httpconn import ConnectionPool, HttpConnection, HttpFailure
-from ._httpsession import LegacySession
-from ._httpstream import StreamPosition, read_stream, reconnect_delay
-from ._jsonrpc import JSONObject, RequestId, decode, encode
-from ._mcphttp import (
+from ._clientconn import ConnectionPool, HttpConnection, HttpFailure
+from ._clientmcp import (
     ACCEPT_BOTH,
     SESSION_HEADER,
     header,
@@ -37,7 +32,12 @@ from ._mcphttp import (
     status_reply,
     valid_session_id,
 )
-from ._mcpparams import ToolHeaders
+from ._clientparams import ToolHeaders
+from ._clientsession import LegacySession
+from ._clientstream import StreamPosition, read_stream, reconnect_delay
+from ._endpoint import Endpoint
+from ._errors import MessageTooLarge, ProtocolError
+from ._jsonrpc import JSONObject, RequestId, decode, encode
 
 logger = logging.getLogger("channels.http.client")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._mcphttp import encode_header_value
+from ._clientmcp import encode_header_value
 
 X_MCP_HEADER = "x-mcp-header"
 PARAM_PREFIX = "Mcp-Param-"

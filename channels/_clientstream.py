@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from ._httpconn import HttpConnection
+from ._clientconn import HttpConnection
 from ._sse import Event, EventDecoder
 
 DEFAULT_RECONNECT_DELAY = 1.0

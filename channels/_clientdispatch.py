@@ -3,7 +3,7 @@
 :class:`Dispatcher` is the policy half of :class:`~channels._httpclient.HttpClientChannel`:
 
 * a request becomes a POST whose response is read until the reply
-  (:meth:`Exchanges.post_request <channels._httpexchange.Exchanges.post_request>`). A modern one
+  (:meth:`Exchanges.post_request <channels._clientexchange.Exchanges.post_request>`). A modern one
   (``params._meta`` names a 2026-07-28 version) carries the routing headers and no session; a
   legacy one carries the session's headers, waits while ``initialize`` is unanswered or the
   session is being renewed, and is retried on a renewed session after a 404;
@@ -23,11 +23,9 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from ._httpconn import ConnectionPool, HttpFailure
-from ._httpexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
-from ._httpsession import LegacySession
-from ._jsonrpc import JSONObject, is_request_id
-from ._mcphttp import (
+from ._clientconn import ConnectionPool, HttpFailure
+from ._clientexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
+from ._clientmcp import (
     METHOD_HEADER,
     SESSION_HEADER,
     VERSION_HEADER,
@@ -36,7 +34,9 @@ from ._mcphttp import (
     no_reply,
     too_many_requests,
 )
-from ._mcphttp import request_key as _key
+from ._clientmcp import request_key as _key
+from ._clientsession import LegacySession
+from ._jsonrpc import JSONObject, is_request_id
 
 logger = logging.getLogger("channels.http.client")
 
