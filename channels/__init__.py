@@ -41,7 +41,8 @@ from ._errors import (
     SendTimeout,
 )
 from ._framing import LineFramer, Oversized
-from ._http import HttpAddress, HttpsAddress
+from ._http import HttpAddress, HttpFdAddress, HttpsAddress
+from ._httpclient import HttpClientChannel
 from ._jsonrpc import JSONObject, Kind, RequestId, decode, encode, is_request_id, kind, validate
 from ._listener import (
     HandshakeError,
@@ -78,6 +79,8 @@ __all__ = [
     "FdAddress",
     "HandshakeError",
     "HttpAddress",
+    "HttpClientChannel",
+    "HttpFdAddress",
     "HttpOptions",
     "HttpsAddress",
     "Incoming",

@@ -29,6 +29,7 @@ from ._address import (
 from ._channel import MessageChannel, PeerInfo
 from ._endpoint import Endpoint, parse_endpoint
 from ._guard import RequestGuard
+from ._httpclient import open_http_client
 from ._httpservice import HttpService
 from ._listener import Incoming, IncomingHandler, MessageListener
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
@@ -153,13 +154,19 @@ class _HttpAddress(Address):
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
-        """Connect as a Streamable HTTP client (not available yet).
+        """Connect as a Streamable HTTP client (see :mod:`channels._httpclient`).
+
+        Both MCP eras, decided per message: a client that opens with ``initialize`` gets a
+        session (re-initialised transparently after a 404), 2026-07-28 requests are POSTed one by
+        one with their routing headers. The channel is closed (its session deleted) when the
+        block ends.
 
         Raises:
-            ConnectError: always, for now.
+            ConnectError: the server cannot be reached (no connection, a failed TLS handshake,
+                an unusable PEM file).
         """
-        raise ConnectError(f"{self}: connecting to an HTTP endpoint is not available yet")
-        yield  # pragma: no cover
+        async with open_http_client(self.endpoint, options) as channel:
+            yield channel
 
 
 @register_address_kind

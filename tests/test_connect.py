@@ -28,6 +28,7 @@ from conftest import (
     bridge_process,
     call,
     example_server,
+    poll,
     reap,
     request,
     result_text,
@@ -223,6 +224,56 @@ async def test_connect_works_over_tcp() -> None:
                 assert result_text(await client.call_echo(1, "over tcp")) == "over tcp"
                 await client.close_stdin()
                 assert await client.receive_until_eof() == []
+                assert await client.exit_code() == EXIT_OK
+
+
+async def test_connect_works_over_http_with_a_legacy_session_and_a_modern_request() -> None:
+    initialize = request(
+        1,
+        "initialize",
+        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    )
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    modern = request("m1", "tools/call", {"name": "echo", "arguments": {"text": "modern"}, "_meta": meta})
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), ["http://127.0.0.1:0/mcp"]) as daemon:
+            [address] = daemon.addresses
+            async with connect(address) as client:
+                await client.send(initialize)
+                assert (await client.receive())["result"]["serverInfo"]["name"] == "mcp-bridge-example"
+                await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                assert result_text(await client.call_echo("s1", "in a session")) == "in a session"
+                await client.send(modern)
+                reply = await client.receive()
+                assert reply["id"] == "m1" and result_text(reply) == "modern"
+                await client.close_stdin()
+                assert await client.receive_until_eof() == []
+                assert await client.exit_code() == EXIT_OK
+            await poll(lambda: daemon.statistics().children == 0)  # the session was deleted
+
+
+async def test_connect_over_http_initialises_again_when_the_session_is_gone() -> None:
+    initialize = request(
+        1,
+        "initialize",
+        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    )
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server("--crash-after", "2"), ["http://127.0.0.1:0/mcp"]) as daemon:
+            [address] = daemon.addresses
+            async with connect(address) as client:
+                await client.send(initialize)
+                await client.receive()
+                await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                assert result_text(await client.call_echo(2, "before")) == "before"
+                crashed = await client.call_echo(3, "the child exits on this one")
+                assert crashed["error"]["data"]["reason"] == "child-exited"
+                await poll(lambda: daemon.statistics().children == 0)  # the session is gone
+                assert result_text(await client.call_echo(4, "after")) == "after"  # a new session
+                await client.close_stdin()
                 assert await client.exit_code() == EXIT_OK
 
 

@@ -37,7 +37,7 @@ from channels._httpclient import open_http_client
 
 REPO = Path(__file__).resolve().parent.parent
 SDK_HTTP_SERVER = str(Path(__file__).resolve().parent / "sdk_http_server.py")
-CONNECT_SHIM = str(Path(__file__).resolve().parent / "http_connect_shim.py")
+CONNECT = ["-m", "bridge", "connect"]  # the real command, run from the repository root
 
 TIMEOUT = 30  # seconds per SDK test: one or two interpreter start-ups (uvicorn, the SDK) and some calls
 
@@ -362,7 +362,7 @@ async def test_cancelling_a_modern_request_at_the_sdk_server_leaves_no_reply_and
 @asynccontextmanager
 async def sdk_stdio_client(url: str, mode: str) -> AsyncIterator[Client]:
     """The SDK's ``Client`` over its stdio transport, running ``mcp-bridge connect URL``."""
-    params = StdioServerParameters(command=sys.executable, args=[CONNECT_SHIM, "connect", url], cwd=REPO)
+    params = StdioServerParameters(command=sys.executable, args=[*CONNECT, url], cwd=REPO)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with Client(stdio_client(params, errlog=errlog), mode=mode) as sdk_client:
@@ -412,7 +412,7 @@ async def test_mcp_bridge_connect_over_http_answers_its_stdin_then_exits_0_and_6
     with trio.fail_after(TIMEOUT):
         async with scripted_server(handler) as http:
             done = await trio.run_process(
-                [sys.executable, CONNECT_SHIM, "connect", http.url()],
+                [sys.executable, *CONNECT, http.url()],
                 stdin=request,
                 capture_stdout=True,
                 capture_stderr=True,
@@ -424,7 +424,7 @@ async def test_mcp_bridge_connect_over_http_answers_its_stdin_then_exits_0_and_6
         (line,) = done.stdout.splitlines()
         assert json.loads(line)["result"]["content"][0]["text"] == "hi"
         refused = await trio.run_process(
-            [sys.executable, CONNECT_SHIM, "connect", url],
+            [sys.executable, *CONNECT, url],
             stdin=b"",
             capture_stderr=True,
             check=False,
