@@ -1,0 +1,95 @@
+"""One HTTP request being answered, and how a route refuses it (shared by the HTTP routes)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, final
+
+import attrs
+import trio
+
+from ._channel import MessageChannel, PeerInfo
+from ._httpconn import HttpConnection, Request
+from ._listener import Incoming, IncomingHandler
+from ._mcphttp import HttpRefusal
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+
+@final
+@attrs.define(eq=False)
+class VirtualIncoming(Incoming):
+    """A session, request or SSE stream that arrived over HTTP, for the bridge to serve.
+
+    The bridge owns it as any :class:`~channels.Incoming`; :meth:`establish` yields the channel
+    at once (the HTTP checks already passed) and closes it when the block ends.
+    """
+
+    channel: MessageChannel
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self.channel.peer
+
+    @asynccontextmanager
+    async def establish(self) -> AsyncIterator[MessageChannel]:
+        try:
+            yield self.channel
+        finally:
+            await self.channel.aclose()
+
+    async def aclose(self) -> None:
+        await self.channel.aclose()
+
+
+class Refused(Exception):
+    """Raised by a route, before it answered anything, to answer with ``refusal`` instead."""
+
+    def __init__(self, refusal: HttpRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def refuse(status: int, code: int, message: str, reason: str, request_id: Any = None) -> Refused:
+    """A :class:`Refused` with a JSON-RPC error body (``data.reason``)."""
+    return Refused(HttpRefusal(status, code, message, reason, request_id=request_id))
+
+
+def method_not_allowed(allow: bytes, detail: str = "") -> Refused:
+    """A 405 naming the methods the path takes."""
+    message = f"Method Not Allowed: {detail}" if detail else "Method Not Allowed"
+    return Refused(HttpRefusal(405, -32000, message, "method-not-allowed", headers=((b"allow", allow),)))
+
+
+@attrs.frozen
+class HttpCall:
+    """One request being answered, with what a route needs to answer it.
+
+    Attributes:
+        connection: the client's connection; the request's response is its current one.
+        request: the request.
+        peer: who sent it (address, Origin, User-Agent, the token's label).
+        handler: the bridge's handler for new channels.
+        nursery: where the bridge's handlers run.
+        cors: headers every response to it carries (CORS, if the Origin is allowed).
+    """
+
+    connection: HttpConnection
+    request: Request
+    peer: PeerInfo
+    handler: IncomingHandler
+    nursery: trio.Nursery
+    cors: tuple[tuple[bytes, bytes], ...] = ()
+
+    def start(self, channel: MessageChannel) -> None:
+        """Hand ``channel`` to the bridge, as a new connection of its own."""
+        self.nursery.start_soon(self.handler, VirtualIncoming(channel))
+
+    async def respond(self, status: int, headers: Headers = (), body: bytes = b"") -> None:
+        """A whole response, with the CORS headers."""
+        await self.connection.respond(status, [*headers, *self.cors], body)
+
+    def allow(self, methods: bytes) -> bytes:
+        """An ``Allow`` value: ``methods``, plus OPTIONS where CORS preflights are answered."""
+        return methods + b", OPTIONS" if self.cors else methods

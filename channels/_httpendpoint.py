@@ -1,0 +1,308 @@
+"""The MCP endpoint of an HTTP listener: POST, GET and DELETE on ``PATH``, for both MCP eras.
+
+A POST is classified first (:func:`~channels._mcphttp.era_of`):
+
+* 2026-07-28 (modern): one request per POST, validated against its routing headers, then a
+  channel of its own (:class:`~channels._httpexchange.ExchangeChannel`); no session is ever
+  minted, and GET and DELETE get 405.
+* 2025-03-26 to 2025-11-25 (legacy): ``initialize`` opens a session
+  (:class:`~channels._httpsession.SessionChannel`) whose id every later request must name (400
+  without, 404 for an unknown or ended one, so the client initialises again); GET opens its
+  standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``;
+  DELETE ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
+from ._httpexchange import ExchangeChannel
+from ._httpsession import SessionChannel, new_session_id
+from ._httpstream import ResponseStream, StreamStyle, parse_event_id, write_response
+from ._jsonrpc import JSONObject
+from ._mcphttp import (
+    LEGACY_VERSIONS,
+    METHOD_NOT_FOUND,
+    HttpRefusal,
+    check_legacy_version,
+    check_modern_request,
+    check_param_headers,
+    check_post_headers,
+    era_of,
+    parse_body,
+    status_for_error,
+    tool_headers_from_list,
+)
+
+if TYPE_CHECKING:
+    from ._httpconn import Request
+    from ._httpservice import HttpService
+
+logger = logging.getLogger("channels.http")
+
+# Seconds a request may wait for the first message of its answer before the response commits to
+# an event stream (with a priming event and keep-alives); a quicker answer is one JSON body.
+JSON_WAIT = 1.0
+# How often idle sessions are looked for.
+REAP_INTERVAL = 10.0
+# Versions whose clients resume streams: they get a priming event and a retry delay (2025-11-25
+# transports text, "SSE polling").
+RESUMING_VERSIONS = frozenset({"2025-11-25"})
+RETRY_MS = 1000
+# Distinct (Accept, Content-Type) pairs whose check is remembered: clients send one pair each.
+POST_HEADER_MEMO = 64
+# Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
+# with the 404 and -32601 the transport specifies for a method the server does not implement.
+REMOVED_METHODS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+# The bridge's "too many connections" refusal (bridge/_errors.py) is a 503 over HTTP.
+OVER_CAPACITY = frozenset({"too-many-connections"})
+
+
+def _unknown_session() -> Refused:
+    return refuse(404, -32001, "Session not found", "unknown-session")
+
+
+class McpEndpoint:
+    """The endpoint's sessions and methods (see the module docstring).
+
+    Args:
+        service: the listener's service (settings, session cap, the bridge's handler).
+    """
+
+    def __init__(self, service: HttpService) -> None:
+        self.service = service
+        self.http = service.http
+        self.sessions: dict[str, SessionChannel] = {}
+        self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._post_header_checks: dict[tuple[tuple[bytes, ...], ...], HttpRefusal | None] = {}
+
+    async def handle(self, call: HttpCall) -> None:
+        method = call.request.method
+        if method == "POST":
+            await self._post(call)
+        elif method == "GET":
+            await self._get(call)
+        elif method == "DELETE":
+            await self._delete(call)
+        else:
+            raise method_not_allowed(call.allow(b"GET, POST, DELETE"))
+
+    async def reap_idle_sessions(self) -> None:
+        """End sessions idle for longer than the idle timeout; runs until cancelled."""
+        while True:
+            await trio.sleep(min(REAP_INTERVAL, self.http.session_idle_timeout))
+            now = trio.current_time()
+            for session in list(self.sessions.values()):
+                if session.idle and now - session.last_active > self.http.session_idle_timeout:
+                    logger.info("%s: session %s idle, ended", session.peer, session.session_id[:8])
+                    session.end()
+                    self.sessions.pop(session.session_id, None)
+
+    # --- POST ----------------------------------------------------------------------------
+
+    async def _post(self, call: HttpCall) -> None:
+        request = call.request
+        parsed = self._check_post_headers(request) or parse_body(request.body)
+        if isinstance(parsed, HttpRefusal):
+            raise Refused(parsed)
+        if isinstance(parsed, dict) and era_of(parsed, request.headers) == "modern":
+            await self._modern(call, parsed)
+            return
+        messages = parsed if isinstance(parsed, list) else [parsed]
+        refusal = check_legacy_version(request.headers)
+        if refusal is not None:
+            raise Refused(refusal)
+        session_id = request.header(b"mcp-session-id")
+        if session_id is None:
+            if len(messages) == 1 and messages[0].get("method") == "initialize" and "id" in messages[0]:
+                await self._initialize(call, messages[0])
+                return
+            raise refuse(
+                400,
+                -32000,
+                "Bad Request: no Mcp-Session-Id header; open a session with initialize first",
+                "missing-session",
+            )
+        session = self._session(session_id)
+        if isinstance(parsed, list) and session.protocol_version not in (None, "2025-03-26"):
+            raise refuse(
+                400, -32600, "Invalid Request: batches were removed after 2025-03-26", "batch-not-allowed"
+            )
+        requests = [message for message in messages if "method" in message and "id" in message]
+        for message in requests:
+            if message["method"] == "initialize":
+                raise refuse(
+                    400,
+                    -32600,
+                    "Invalid Request: the session is already initialized",
+                    "already-initialized",
+                    message["id"],
+                )
+            if session.in_flight(message["id"]):
+                raise refuse(
+                    400,
+                    -32600,
+                    "Invalid Request: a request with this id is already in flight",
+                    "duplicate-id",
+                    message["id"],
+                )
+        stream = session.open_request_stream(requests) if requests else None
+        try:
+            await session.deliver(messages)
+        except trio.ClosedResourceError:
+            raise _unknown_session() from None
+        if stream is None:
+            await call.respond(202)
+        else:
+            await self._write(call, stream, session)
+
+    def _check_post_headers(self, request: Request) -> HttpRefusal | None:
+        """:func:`check_post_headers`, remembered per distinct Accept and Content-Type values.
+
+        A client sends the same ones on every POST, and parsing Accept's ranges and q-values is
+        a measurable part of a small request's cost.
+        """
+        key = (
+            tuple(value for name, value in request.headers if name == b"accept"),
+            tuple(value for name, value in request.headers if name == b"content-type"),
+        )
+        try:
+            return self._post_header_checks[key]
+        except KeyError:
+            pass
+        refusal = check_post_headers(request.headers)
+        if len(self._post_header_checks) >= POST_HEADER_MEMO:
+            self._post_header_checks.clear()
+        self._post_header_checks[key] = refusal
+        return refusal
+
+    def _session(self, session_id: bytes) -> SessionChannel:
+        session = self.sessions.get(session_id.decode("latin-1"))
+        if session is None or session.closed or session.ended:
+            raise _unknown_session()
+        return session
+
+    async def _initialize(self, call: HttpCall, message: JSONObject) -> None:
+        if self.service.session_count() >= self.http.max_sessions:
+            raise refuse(
+                503, -32000, "Service Unavailable: too many sessions", "too-many-sessions", message["id"]
+            )
+        session = SessionChannel(new_session_id(), call.peer, self.http.event_budget)
+        self.sessions[session.session_id] = session
+        session.on_close.append(lambda closed: self.sessions.pop(closed.session_id, None))
+        stream = session.open_request_stream([message])
+        await session.deliver([message])
+        call.start(session)
+        logger.debug("%s: session %s opened", call.peer, session.session_id[:8])
+        await self._write(call, stream, session)
+        if stream.ended and session.protocol_version is None:  # it failed: no session after all
+            session.end()
+            self.sessions.pop(session.session_id, None)
+
+    async def _write(
+        self, call: HttpCall, stream: ResponseStream, session: SessionChannel, *, json_allowed: bool = True
+    ) -> None:
+        resuming = session.protocol_version in RESUMING_VERSIONS
+        style = StreamStyle(
+            extra_headers=[(b"mcp-session-id", session.session_id.encode()), *call.cors],
+            json_allowed=json_allowed,
+            json_wait=JSON_WAIT,
+            priming=resuming,
+            retry_ms=RETRY_MS if resuming else None,
+            keepalive=self.http.sse_keepalive,
+        )
+        await write_response(call.connection, stream, style)
+        session.last_active = trio.current_time()
+        if stream.ended:
+            session.forget(stream)
+
+    # --- GET and DELETE ------------------------------------------------------------------
+
+    async def _get(self, call: HttpCall) -> None:
+        request = call.request
+        session_id = request.header(b"mcp-session-id")
+        if session_id is None and _version(request) not in LEGACY_VERSIONS:
+            raise method_not_allowed(call.allow(b"POST"), "open a session with initialize for a GET stream")
+        accept = b",".join(value for name, value in request.headers if name == b"accept").lower()
+        if b"text/event-stream" not in accept and b"*/*" not in accept:
+            raise refuse(
+                406, -32000, "Not Acceptable: a GET stream needs Accept: text/event-stream", "not-acceptable"
+            )
+        if session_id is None:
+            raise refuse(400, -32000, "Bad Request: no Mcp-Session-Id header", "missing-session")
+        session = self._session(session_id)
+        stream = session.standalone
+        last = request.header(b"last-event-id")
+        if last is not None:
+            parsed = parse_event_id(last.decode("latin-1"))
+            found = session.streams.get(parsed[0]) if parsed else None
+            if found is None or parsed is None or not found.rewind(parsed[1]):
+                raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
+            stream = found
+        if stream.attached:
+            raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
+        await self._write(call, stream, session, json_allowed=False)
+
+    async def _delete(self, call: HttpCall) -> None:
+        session_id = call.request.header(b"mcp-session-id")
+        if session_id is None:
+            if _version(call.request) not in (None, *LEGACY_VERSIONS):
+                raise method_not_allowed(call.allow(b"POST"), "2026-07-28 has no sessions to delete")
+            raise refuse(400, -32000, "Bad Request: no Mcp-Session-Id header", "missing-session")
+        session = self._session(session_id)
+        del self.sessions[session.session_id]
+        logger.debug("%s: session %s deleted", session.peer, session.session_id[:8])
+        session.end()
+        await call.respond(200)
+
+    # --- 2026-07-28 ----------------------------------------------------------------------
+
+    async def _modern(self, call: HttpCall, message: JSONObject) -> None:
+        headers = call.request.headers
+        refusal = check_modern_request(message, headers) or check_param_headers(
+            message, headers, self.tool_headers
+        )
+        if refusal is not None:
+            raise Refused(refusal)
+        if message.get("method") in REMOVED_METHODS and "id" in message:
+            # Not forwarded: a dual-era child would answer initialize with -32022, or worse,
+            # settle a shared process into the legacy era for everyone.
+            raise refuse(404, METHOD_NOT_FOUND, "Method not found", "removed-method", message["id"])
+        if "id" not in message or "method" not in message:
+            # 2026-07-28 defines no client notification over HTTP (cancelling is closing the
+            # response); it is accepted and, with no request to relate to, goes no further.
+            await call.respond(202)
+            return
+        exchange = ExchangeChannel(message, call.peer, _modern_status, self._learn)
+        call.start(exchange)
+        style = StreamStyle(extra_headers=call.cors, json_wait=JSON_WAIT, keepalive=self.http.sse_keepalive)
+        if not await write_response(call.connection, exchange.stream, style):
+            exchange.leave()
+
+    def _learn(self, request: JSONObject, reply: JSONObject) -> None:
+        """Remember the ``x-mcp-header`` annotations of the tools a ``tools/list`` reply lists."""
+        if request.get("method") == "tools/list" and isinstance(reply.get("result"), dict):
+            self.tool_headers.update(tool_headers_from_list(reply["result"]))
+
+
+def _version(request: Request) -> str | None:
+    value = request.header(b"mcp-protocol-version")
+    return value.decode("latin-1") if value is not None else None
+
+
+def _modern_status(reply: JSONObject) -> int:
+    """The status of a 2026-07-28 response that is one JSON reply."""
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        return 200
+    data = error.get("data")
+    if isinstance(data, dict) and data.get("reason") in OVER_CAPACITY:
+        return 503
+    code = error.get("code")
+    return status_for_error(code) if isinstance(code, int) else 200

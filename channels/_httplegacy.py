@@ -1,0 +1,92 @@
+"""The 2024-11-05 HTTP+SSE transport, for clients older than Streamable HTTP.
+
+``GET DIR/sse`` opens an event stream (an :class:`~channels._httpexchange.SseChannel`, one child
+or attachment each, as a connection): its first event, ``endpoint``, names
+``DIR/messages?session_id=ID``, where the client POSTs its messages (202 ``Accepted``; 400 without
+a session id or with a bad body, 404 for an unknown one); everything for the client comes as
+``message`` events. Closing the stream ends the channel.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+import trio
+
+from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
+from ._httpexchange import SseChannel
+from ._httpsession import new_session_id
+from ._httpstream import StreamStyle, write_response
+from ._mcphttp import HttpRefusal, parse_body
+from ._sse import encode_event
+
+if TYPE_CHECKING:
+    from ._httpservice import HttpService
+
+
+class LegacySse:
+    """The transport's streams (see the module docstring).
+
+    Args:
+        service: the listener's service (settings, the session cap).
+        messages_path: where clients POST; named in each stream's ``endpoint`` event.
+    """
+
+    def __init__(self, service: HttpService, messages_path: str) -> None:
+        self.service = service
+        self.messages_path = messages_path
+        self.channels: dict[str, SseChannel] = {}
+
+    async def open_stream(self, call: HttpCall) -> None:
+        if call.request.method != "GET":
+            raise method_not_allowed(b"GET")
+        if self.service.session_count() >= self.service.http.max_sessions:
+            raise refuse(503, -32000, "Service Unavailable: too many sessions", "too-many-sessions")
+        channel = SseChannel(new_session_id(), call.peer)
+        self.channels[channel.session_id] = channel
+        channel.on_close.append(lambda closed: self.channels.pop(closed.session_id, None))
+        call.start(channel)
+        endpoint = f"{self.messages_path}?session_id={channel.session_id}".encode()
+        style = StreamStyle(
+            extra_headers=call.cors,
+            json_allowed=False,
+            keepalive=self.service.http.sse_keepalive,
+            event="message",
+        )
+        try:
+            await write_response(
+                call.connection,
+                channel.stream,
+                style,
+                first_events=[encode_event(endpoint, event="endpoint")],
+            )
+        finally:
+            channel.leave()
+            self.channels.pop(channel.session_id, None)
+
+    async def post_message(self, call: HttpCall) -> None:
+        request = call.request
+        if request.method != "POST":
+            raise method_not_allowed(b"POST")
+        query = parse_qs(request.query)
+        ids = query.get("session_id") or query.get("sessionId")  # the Python and TypeScript SDKs' names
+        if not ids:
+            raise refuse(400, -32000, "Bad Request: session_id is missing", "missing-session")
+        channel = self.channels.get(ids[0])
+        if channel is None:
+            raise refuse(404, -32001, "Session not found", "unknown-session")
+        content_type = request.header(b"content-type") or b""
+        if not content_type.lower().startswith(b"application/json"):
+            raise refuse(
+                415, -32000, "Unsupported Media Type: expected application/json", "unsupported-media-type"
+            )
+        parsed = parse_body(request.body)
+        if isinstance(parsed, HttpRefusal):
+            raise Refused(parsed)
+        try:
+            for message in parsed if isinstance(parsed, list) else [parsed]:
+                await channel.deliver(message)
+        except trio.ClosedResourceError:
+            raise refuse(404, -32001, "Session not found", "unknown-session") from None
+        await call.respond(202, [(b"content-type", b"text/plain")], b"Accepted")
