@@ -210,7 +210,8 @@ async def test_with_a_shared_child_a_legacy_session_outlives_a_child_crash_the_b
 
 @pytest.mark.xfail(
     strict=True,
-    reason="bug: SessionChannel keeps a cancelled request in `requests`, so the session is never idle",
+    reason="bug: channels/_httpsession.py SessionChannel never forgets a request the client cancelled "
+    "(notifications/cancelled), so `idle` stays False and the idle reaper never ends the session",
 )
 async def test_a_legacy_session_whose_client_cancelled_a_call_then_went_away_is_ended_after_the_idle_timeout() -> (
     None
