@@ -19,16 +19,30 @@ tests still see exactly ``echo`` and ``add``:
 * ``blob`` (``size``): a text of ``size`` bytes (``"x"`` repeated), unstructured, so the reply
   carries it once.
 
-Run as a script (``python tests/sdk_server.py [--extra-tools]``); it needs the ``mcp`` package, not
-the bridge.
+With ``--client-tools`` (the HTTP tests) two tools that ask the client back, in the legacy era
+(a server-to-client request, answered by the SDK client's callback):
+
+* ``ask_client`` (``prompt``): sends ``sampling/createMessage`` with the prompt as the one user
+  message and returns the text the client's sampling callback answered;
+* ``client_roots``: sends ``roots/list`` and returns the root URIs, one a line.
+
+With ``--crash-tools`` (the HTTP restart tests) two more:
+
+* ``pid``: the server's process id (a restarted child has a new one);
+* ``crash``: the process exits at once with status 3, before replying.
+
+Run as a script (``python tests/sdk_server.py [--extra-tools] [--client-tools] [--crash-tools]``); it
+needs the ``mcp`` package, not the bridge.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import SamplingMessage, TextContent
 
 server = MCPServer(name="mcp-bridge-sdk-test-server", version="1.0.0")
 
@@ -84,6 +98,29 @@ def blob(size: int) -> str:
     return "x" * size
 
 
+async def ask_client(prompt: str, ctx: Context) -> str:
+    answer = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=100,
+    )
+    assert isinstance(answer.content, TextContent), answer
+    return answer.content.text
+
+
+async def client_roots(ctx: Context) -> str:
+    listed = await ctx.session.list_roots()
+    return "\n".join(str(root.uri) for root in listed.roots)
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def crash() -> str:
+    print(f"sdk_server: pid {os.getpid()} exits on request", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
 if __name__ == "__main__":
     if "--extra-tools" in sys.argv[1:]:
         server.tool(description="Report progress in steps, sleeping between them; return 'done'.")(slow)
@@ -91,4 +128,10 @@ if __name__ == "__main__":
             cancelled_slow_calls
         )
         server.tool(description="A text of the given size.", structured_output=False)(blob)
+    if "--client-tools" in sys.argv[1:]:
+        server.tool(description="Ask the client to sample a message; return its text.")(ask_client)
+        server.tool(description="Ask the client for its roots; return their URIs, one a line.")(client_roots)
+    if "--crash-tools" in sys.argv[1:]:
+        server.tool(description="This server's process id.")(pid)
+        server.tool(description="Exit the process at once, without replying.")(crash)
     server.run("stdio")
