@@ -130,6 +130,8 @@ class SessionChannel(MessageChannel):
         """
         self.last_active = trio.current_time()
         for message in messages:
+            if message.get("method") == "notifications/cancelled":
+                self._cancelled(message)
             try:
                 try:
                     self._inbound_send.send_nowait(message)  # the usual case: the bridge waits
@@ -137,6 +139,22 @@ class SessionChannel(MessageChannel):
                     await self._inbound_send.send(message)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise trio.ClosedResourceError("the session is over") from None
+
+    def _cancelled(self, message: JSONObject) -> None:
+        """The client cancelled a request: its stream no longer waits for that reply.
+
+        The spec says a server SHOULD NOT answer a cancelled request, so none may come; the stream
+        ends if nothing else is owed on it, and the session can then be found idle.
+        """
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        stream = self.requests.pop(id_key(request_id), None)
+        if stream is None:
+            return
+        self._reply_sent(stream)
+        stream.finals_left -= 1
+        if stream.finals_left <= 0:
+            stream.end()
 
     def end(self) -> None:
         """The client ended the session (DELETE, idle): the bridge's ``receive`` sees the end."""

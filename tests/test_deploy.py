@@ -36,7 +36,6 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from rawhttp import POST_HEADERS, RawHttp, Response
 
 from bridge import Daemon, Limits
 from bridge import _config as config_file
@@ -44,6 +43,7 @@ from channels import HttpOptions, ListenOptions
 from channels._address import DEFAULT_SSE_KEEPALIVE
 
 from conftest import REPO, call, example_server, poll, request, result_text, running_bridge
+from rawhttp import POST_HEADERS, RawHttp, Response
 
 DEPLOY = REPO / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"

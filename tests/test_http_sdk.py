@@ -208,11 +208,6 @@ async def test_with_a_shared_child_a_legacy_session_outlives_a_child_crash_the_b
             assert (await sdk.client.call_tool("add", {"a": 1, "b": 2})).structured_content == {"result": 3}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: channels/_httpsession.py SessionChannel never forgets a request the client cancelled "
-    "(notifications/cancelled), so `idle` stays False and the idle reaper never ends the session",
-)
 async def test_a_legacy_session_whose_client_cancelled_a_call_then_went_away_is_ended_after_the_idle_timeout() -> (
     None
 ):
