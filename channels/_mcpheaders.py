@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._guard import Headers, header_values
@@ -58,8 +58,10 @@ DISPLAY_NAMES: Mapping[bytes, str] = {
     PROTOCOL_VERSION_HEADER: "MCP-Protocol-Version",
     METHOD_HEADER: "Mcp-Method",
     NAME_HEADER: "Mcp-Name",
+    PARAM_HEADER_PREFIX: "Mcp-Param-",
 }
-"""How SPEC writes each routing header's name (names are case-insensitive: SPEC §Case Sensitivity)."""
+"""How SPEC writes each name (and the prefix), which is how the client sends them; a name is
+case-insensitive (SPEC §Case Sensitivity), so the server looks them up lower-case."""
 
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -78,8 +80,9 @@ TASK_NAME_SOURCES: Mapping[str, str] = {
 }
 """The tasks extension (SEP-2663, not in the core spec) mirrors ``params.taskId`` into ``Mcp-Name``
 (CONF ``src/connection/stateless.ts`` ``mcpNameForRequest``; scenario ``tasks-request-headers``
-sends a mismatched one and expects ``-32020``). The header is checked when present, not required,
-since the core spec does not require it."""
+sends a mismatched one and expects ``-32020``). A client sends it (SEP-2663: the client "MUST set
+the ``Mcp-Name`` header to the value of ``params.taskId``"); a server checks it when present, but
+does not require it, since the core spec does not."""
 
 X_MCP_HEADER = "x-mcp-header"
 """The ``inputSchema`` property annotation naming a tool parameter's ``Mcp-Param-{Name}`` header
@@ -104,15 +107,27 @@ def method_of(message: Any) -> str | None:
     return method if isinstance(method, str) else None
 
 
+def claimed_version(message: Any) -> str | None:
+    """The protocol version a message's ``_meta`` claims, if it is a string.
+
+    A request that claims one carries per-request metadata, and is served statelessly, by the
+    modern rules (SPEC ``basic/versioning.mdx`` §Backward Compatibility): a client sends it with
+    the headers of :func:`modern_request_headers` and no session, whatever the version, so that
+    a server that does not serve the version can say so (``-32022``, naming the ones it does).
+    """
+    meta = meta_of(message)
+    version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
+    return version if isinstance(version, str) else None
+
+
 def has_modern_claim(message: Any) -> bool:
     """Whether a message's ``_meta`` is a complete modern claim: a modern version, capabilities."""
+    version = claimed_version(message)
     meta = meta_of(message)
-    if meta is None:
-        return False
-    version = meta.get(PROTOCOL_VERSION_KEY)
     return (
-        isinstance(version, str)
+        version is not None
         and is_modern_version(version)
+        and meta is not None
         and isinstance(meta.get(CLIENT_CAPABILITIES_KEY), dict)
     )
 
@@ -126,8 +141,8 @@ def header_texts(headers: Headers, name: bytes) -> list[str]:
 
 _SENTINEL_PREFIX = "=?base64?"
 _SENTINEL_SUFFIX = "?="
-# What a client may send without the base64 form: printable ASCII without edge spaces (SPEC
-# §Value Encoding; a tab is a control character, so it is encoded too, as PY does).
+# What a client may send without the base64 form: printable ASCII without edge spaces, and not
+# empty (SPEC §Value Encoding; a tab is a control character, so it is encoded too, as PY does).
 _PLAIN_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 
 
@@ -136,9 +151,12 @@ def encode_header_value(value: str) -> str:
 
     Printable ASCII without leading or trailing spaces is sent as it is; anything else (other
     characters, edge whitespace, the empty string) is ``=?base64?{base64 of its UTF-8}?=``, and
-    so is a value that starts with ``=?base64?`` and ends with ``?=``, which would otherwise read
-    as encoded. A lone surrogate (not text; never in a decoded message) is encoded as is, and so
-    refused by a strict decoder, this module's included.
+    so is any value that starts with ``=?base64?`` and ends with ``?=`` (the spec's test, which
+    ``=?base64?=`` passes too), which would otherwise read as encoded. The empty string is not safe as it
+    is: an empty field is dropped, or read as absent, by some HTTP software, and a ``tools/call``
+    of a tool named ``""`` must still carry its ``Mcp-Name``. A lone surrogate (not text; never
+    in a decoded message) is encoded as is, and so refused by a strict decoder, this module's
+    included.
     """
     if _PLAIN_VALUE.fullmatch(value) and not _looks_encoded(value):
         return value
@@ -171,20 +189,26 @@ def _looks_encoded(value: str) -> bool:
     return value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX)
 
 
-def modern_request_headers(message: JSONObject) -> list[tuple[bytes, bytes]]:
+def modern_request_headers(message: JSONObject, version: str | None = None) -> list[tuple[bytes, bytes]]:
     """The standard headers a client sends with a modern request (SPEC §Standard Request Headers).
 
-    ``MCP-Protocol-Version`` from ``_meta``, ``Mcp-Method`` from ``method``, and ``Mcp-Name``
-    (encoded by :func:`encode_header_value`) from the field :data:`NAME_SOURCES` or
-    :data:`TASK_NAME_SOURCES` names. A version or method that is not printable ASCII, which no
-    header can carry (only ``Mcp-Name`` and ``Mcp-Param-*`` have the base64 form), is left out,
-    and the server will say the header is missing; a header never carries a line break.
-    ``Mcp-Param-*`` headers are not made here.
+    ``MCP-Protocol-Version`` from ``_meta`` (or ``version``), ``Mcp-Method`` from ``method``, and
+    ``Mcp-Name`` (encoded by :func:`encode_header_value`) from the field :data:`NAME_SOURCES` or
+    :data:`TASK_NAME_SOURCES` names (SEP-2663: a client "MUST set the ``Mcp-Name`` header" of a
+    ``tasks/*`` request to its ``taskId``). A version or method that is not printable ASCII,
+    which no header can carry (only ``Mcp-Name`` and ``Mcp-Param-*`` have the base64 form), is
+    left out, and the server will say the header is missing; a header never carries a line
+    break. ``Mcp-Param-*`` headers are not made here.
+
+    Args:
+        message: the request (or notification).
+        version: the version to send; ``None`` for the one the ``_meta`` claims. A notification
+            need not carry ``_meta``, and a client sends it with the version of its requests.
     """
     headers: list[tuple[bytes, bytes]] = []
-    meta = meta_of(message)
-    version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
-    if isinstance(version, str) and _PLAIN_VALUE.fullmatch(version):
+    if version is None:
+        version = claimed_version(message)
+    if version is not None and _PLAIN_VALUE.fullmatch(version):
         headers.append((PROTOCOL_VERSION_HEADER, version.encode("ascii")))
     method = method_of(message)
     if method is None:
@@ -279,21 +303,25 @@ def x_mcp_headers(input_schema: Any) -> dict[str, ParamPath] | None:
     return found
 
 
+def tool_annotations(result: Any) -> Iterator[tuple[str, dict[str, ParamPath] | None]]:
+    """Each named tool of a ``tools/list`` result, with :func:`x_mcp_headers` of its ``inputSchema``.
+
+    In the listing's order; ``None`` for a tool whose annotations break the spec's constraints.
+    Nothing for a result without a list of tools, nor for an entry without a string name.
+    """
+    tools = result.get("tools") if isinstance(result, dict) else None
+    for tool in tools if isinstance(tools, list) else ():
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if isinstance(name, str):
+            yield name, x_mcp_headers(tool.get("inputSchema"))
+
+
 def tool_headers_from_list(result: JSONObject) -> dict[str, dict[str, ParamPath]]:
     """The ``x-mcp-header`` annotations of every valid tool in a ``tools/list`` result.
 
-    Tool name → (header name → parameter path), for :func:`check_param_headers`. A tool whose
-    annotations break the spec's constraints is left out (see :func:`x_mcp_headers`); a tool
-    without annotations maps to ``{}``. One result is one page: merge the pages.
+    Tool name → (header name → parameter path), for
+    :func:`~channels._mcpmodern.check_param_headers`. A tool whose annotations break the spec's
+    constraints is left out (see :func:`x_mcp_headers`); a tool without annotations maps to
+    ``{}``. One result is one page: merge the pages.
     """
-    tools = result.get("tools") if isinstance(result, dict) else None
-    if not isinstance(tools, list):
-        return {}
-    found: dict[str, dict[str, ParamPath]] = {}
-    for tool in tools:
-        name = tool.get("name") if isinstance(tool, dict) else None
-        if isinstance(name, str):
-            declarations = x_mcp_headers(tool.get("inputSchema"))
-            if declarations is not None:
-                found[name] = declarations
-    return found
+    return {name: found for name, found in tool_annotations(result) if found is not None}
