@@ -4,9 +4,10 @@
 
 * a request becomes a POST whose response is read until the reply
   (:meth:`Exchanges.post_request <channels._clientexchange.Exchanges.post_request>`). A modern one
-  (``params._meta`` names a 2026-07-28 version) carries the routing headers and no session; a
-  legacy one carries the session's headers, waits while ``initialize`` is unanswered or the
-  session is being renewed, and is retried on a renewed session after a 404;
+  (``params._meta`` names its protocol version: :func:`~channels._mcpheaders.claimed_version`)
+  carries the routing headers and no session; a legacy one carries the session's headers, waits
+  while ``initialize`` is unanswered or the session is being renewed, and is retried on a
+  renewed session after a 404;
 * a request that finds every connection slot taken queues without holding up the sender (see
   :meth:`Dispatcher._admit`);
 * ``notifications/cancelled`` for a modern request in flight closes that request's stream and is
@@ -26,17 +27,15 @@ import trio
 from ._clientconn import ConnectionPool, HttpFailure
 from ._clientexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
 from ._clientmcp import (
-    METHOD_HEADER,
     SESSION_HEADER,
-    VERSION_HEADER,
     modern_headers,
-    modern_version,
     no_reply,
     too_many_requests,
 )
 from ._clientmcp import request_key as _key
 from ._clientsession import LegacySession
 from ._jsonrpc import JSONObject, is_request_id
+from ._mcpheaders import claimed_version
 
 logger = logging.getLogger("channels.http.client")
 
@@ -98,7 +97,7 @@ class Dispatcher:
         returns, so that the client's next messages wait for its session id.
         """
         method = message["method"]
-        version = modern_version(message)
+        version = claimed_version(message)
         exchange = Exchange(
             message["id"], method, modern=version is not None, listen=method == "subscriptions/listen"
         )
@@ -212,7 +211,7 @@ class Dispatcher:
                 if self.session.active:
                     headers, generation = await self.session.headers()
                 elif self.modern_version is not None and "method" in message:
-                    headers = [(VERSION_HEADER, self.modern_version), (METHOD_HEADER, message["method"])]
+                    headers = modern_headers(message, self.modern_version)
                 else:
                     headers = []
                 with trio.move_on_after(ACK_TIMEOUT) as timer:

@@ -3,7 +3,10 @@
 HTTP is the one transport where ``channels`` must read MCP fields (DESIGN.md §2): the session and
 protocol-version headers of the legacy era, the routing headers of 2026-07-28
 (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), and the ``_meta`` key that tells the two
-eras apart. That knowledge lives here and in :mod:`channels._httpclient`, nowhere else.
+eras apart. What a client must agree on with servers (those names, the era test, the
+``=?base64?...?=`` form, the ``x-mcp-header`` rules) is :mod:`channels._mcpheaders`, by which
+the bridge's own server checks requests; the client's modules take it from there, and keep here
+only what is the client's alone.
 
 Error replies: a request must never be left without an answer (DESIGN.md §5 guarantee 1), so every
 HTTP outcome that carries no JSON-RPC reply becomes one, with the request's id:
@@ -29,7 +32,6 @@ Every error carries ``data.status`` when an HTTP status was involved.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -37,14 +39,11 @@ from typing import Any
 from ._auth import UNAUTHORIZED
 from ._errors import INVALID_REQUEST, ProtocolError
 from ._jsonrpc import JSONObject, RequestId, decode, is_request_id
-
-MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-"""The ``params._meta`` key that makes a request a 2026-07-28-era (modern) one."""
+from ._mcpheaders import DISPLAY_NAMES, PROTOCOL_VERSION_HEADER, modern_request_headers
 
 SESSION_HEADER = "Mcp-Session-Id"
-VERSION_HEADER = "MCP-Protocol-Version"
-METHOD_HEADER = "Mcp-Method"
-NAME_HEADER = "Mcp-Name"
+VERSION_HEADER = DISPLAY_NAMES[PROTOCOL_VERSION_HEADER]
+"""``MCP-Protocol-Version``, which a legacy session's requests carry too."""
 ACCEPT_BOTH = "application/json, text/event-stream"
 
 TRANSPORT_ERROR = -32000
@@ -55,41 +54,20 @@ TOO_MANY_REQUESTS = -31002
 """A request refused because too many were already waiting for a connection (the bridge's own code
 for its in-flight limit, with the same meaning)."""
 
-# Where Mcp-Name comes from, per method (2026-07-28 transports, "Standard headers").
-_NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-# The SDKs' rule for a value that survives as an HTTP field verbatim: printable ASCII, no leading
-# or trailing blank, and not itself shaped like the base64 sentinel.
-_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
-_SENTINEL = re.compile(r"=\?base64\?.*\?=")
 # A session id must be visible ASCII (2025-11-25 transports, "Session Management").
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 
 
-def modern_version(message: JSONObject) -> str | None:
-    """The 2026-07-28-era protocol version a request carries in ``params._meta``, or ``None``."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(MODERN_VERSION_KEY) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) else None
-
-
-def encode_header_value(value: str) -> str:
-    """``value`` itself if it is header-safe, else ``=?base64?<base64 of its UTF-8>?=``."""
-    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _SENTINEL.fullmatch(value):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode('utf-8', 'surrogatepass')).decode('ascii')}?="
-
-
 def modern_headers(message: JSONObject, version: str) -> list[tuple[str, str]]:
-    """The routing headers of a 2026-07-28 POST: version, method and, where defined, name."""
-    method = message["method"]
-    headers = [(VERSION_HEADER, encode_header_value(version)), (METHOD_HEADER, encode_header_value(method))]
-    field = _NAME_PARAMS.get(method)
-    params = message.get("params")
-    if field is not None and isinstance(params, dict) and isinstance(params.get(field), str):
-        headers.append((NAME_HEADER, encode_header_value(params[field])))
-    return headers
+    """The standard headers of a 2026-07-28 POST, with ``version`` as ``MCP-Protocol-Version``.
+
+    Those of :func:`channels._mcpheaders.modern_request_headers` (the rules the bridge's server
+    checks), with the names written as the spec writes them.
+    """
+    return [
+        (DISPLAY_NAMES[name], value.decode("ascii"))
+        for name, value in modern_request_headers(message, version)
+    ]
 
 
 def valid_session_id(value: str | None) -> str | None:

@@ -29,11 +29,12 @@ from scripted_http import ServerExchange, scripted_server
 from trio.testing import wait_all_tasks_blocked
 
 from channels import ConnectOptions, MessageChannel
-from channels._clientmcp import encode_header_value, modern_headers, modern_version, status_reply
-from channels._clientparams import header_map, param_headers
+from channels._clientmcp import modern_headers, status_reply
+from channels._clientparams import ToolHeaders, param_headers
 from channels._clientstream import StreamPosition, reconnect_delay
 from channels._endpoint import parse_endpoint
 from channels._httpclient import open_http_client
+from channels._mcpheaders import claimed_version
 
 REPO = Path(__file__).resolve().parent.parent
 SDK_HTTP_SERVER = str(Path(__file__).resolve().parent / "sdk_http_server.py")
@@ -521,30 +522,12 @@ async def test_a_cancelled_receive_loses_no_reply() -> None:
 # -- the sans-IO helpers ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("value", "encoded"),
-    [
-        ("tools/call", "tools/call"),
-        ("get weather", "get weather"),
-        ("", ""),
-        ("café", "=?base64?Y2Fmw6k=?="),
-        (" padded", "=?base64?IHBhZGRlZA==?="),
-        ("tab\there", "=?base64?dGFiCWhlcmU=?="),
-        ("=?base64?abc?=", "=?base64?PT9iYXNlNjQ/YWJjPz0=?="),  # a literal that looks like the sentinel
-    ],
-)
-def test_header_values_that_would_not_survive_as_they_are_are_sent_in_base64(
-    value: str, encoded: str
-) -> None:
-    assert encode_header_value(value) == encoded
-
-
 def test_the_era_of_a_request_is_its_meta_protocol_version() -> None:
-    assert modern_version(modern_call(1, "x")) == "2026-07-28"
-    assert modern_version(call(1, "x")) is None
-    assert modern_version({"jsonrpc": "2.0", "id": 1, "method": "ping"}) is None
-    assert modern_version({"jsonrpc": "2.0", "id": 1, "method": "x", "params": [1]}) is None
-    assert modern_version(call(1, "x", {"io.modelcontextprotocol/protocolVersion": 7})) is None
+    assert claimed_version(modern_call(1, "x")) == "2026-07-28"
+    assert claimed_version(call(1, "x")) is None
+    assert claimed_version({"jsonrpc": "2.0", "id": 1, "method": "ping"}) is None
+    assert claimed_version({"jsonrpc": "2.0", "id": 1, "method": "x", "params": [1]}) is None
+    assert claimed_version(call(1, "x", {"io.modelcontextprotocol/protocolVersion": 7})) is None
 
 
 def test_mcp_name_comes_from_the_tool_or_prompt_name_or_the_resource_uri() -> None:
@@ -558,8 +541,10 @@ def test_mcp_name_comes_from_the_tool_or_prompt_name_or_the_resource_uri() -> No
     assert name("tools/call", name="echo") == "echo"
     assert name("prompts/get", name="greet") == "greet"
     assert name("resources/read", uri="file:///a") == "file:///a"
+    assert name("tasks/get", taskId="t-1") == "t-1"  # the tasks extension (SEP-2663)
     assert name("tools/list") is None
     assert name("tools/call", name=42) is None
+    assert name("tools/call", name="") == "=?base64??="  # an empty value would read as no header
 
 
 def test_an_error_status_keeps_the_bodys_jsonrpc_error_but_not_a_result() -> None:
@@ -578,29 +563,9 @@ def test_reconnect_delays_follow_the_servers_retry_and_back_off_to_a_bound() -> 
     assert reconnect_delay(StreamPosition(), 20) == 30.0
 
 
-def test_an_annotation_counts_only_on_a_primitive_property_reached_through_properties_alone() -> None:
-    def prop(kind: str, token: Any = None) -> dict[str, Any]:
-        return {"type": kind, **({"x-mcp-header": token} if token is not None else {})}
-
-    nested = {
-        "type": "object",
-        "properties": {"where": {"type": "object", "properties": {"zone": prop("string", "Zone")}}},
-    }
-    assert header_map(nested) == {("where", "zone"): "Zone"}
-    assert header_map({"properties": {"a": prop("string"), "b": prop("boolean", "B")}}) == {("b",): "B"}
-    assert header_map({"properties": {"n": prop("number", "N")}}) is None  # numbers are not allowed
-    assert (
-        header_map({"properties": {"a": prop("string", "X"), "b": prop("string", "x")}}) is None
-    )  # duplicate
-    assert header_map({"properties": {"a": prop("string", "Bad Token")}}) is None
-    assert header_map({"items": {"properties": {"a": prop("string", "A")}}}) is None  # off the chain
-    assert header_map({"x-mcp-header": "Root", "type": "string"}) is None
-    assert header_map(None) == {} and header_map({"type": "object"}) == {}
-
-
 def test_mcp_param_values_are_rendered_like_the_sdks_and_absent_ones_are_left_out() -> None:
-    mapping = {("flag",): "Flag", ("count",): "Count", ("ratio",): "Ratio", ("name",): "Name", ("gone",): "Gone",
-               ("deep", "x"): "Deep"}  # fmt: skip
+    declared = {"Flag": ("flag",), "Count": ("count",), "Ratio": ("ratio",), "Name": ("name",), "Gone": ("gone",),
+                "Deep": ("deep", "x")}  # fmt: skip
     arguments = {
         "flag": False,
         "count": 12,
@@ -609,9 +574,24 @@ def test_mcp_param_values_are_rendered_like_the_sdks_and_absent_ones_are_left_ou
         "gone": None,
         "deep": "not a dict",
     }
-    assert param_headers(mapping, arguments) == [
+    assert param_headers(declared, arguments) == [
         ("Mcp-Param-Flag", "false"),
         ("Mcp-Param-Count", "12"),
         ("Mcp-Param-Ratio", "0.5"),
         ("Mcp-Param-Name", "=?base64?IHNwYWNlZCA=?="),
     ]
+
+
+def test_a_listing_teaches_the_annotations_of_its_valid_tools_and_forgets_those_made_invalid() -> None:
+    tools = ToolHeaders()
+    region = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    tools.learn({"tools": [{"name": "route", "inputSchema": region}]})
+    assert tools.headers_for({"name": "route", "arguments": {"region": "eu"}}) == [("Mcp-Param-Region", "eu")]
+    # A type that is a list is not one of string, integer or boolean: the schema is invalid (and
+    # reading it does not raise), so the tool is listed again without headers.
+    nullable = {
+        "type": "object",
+        "properties": {"region": {"type": ["string", "null"], "x-mcp-header": "Region"}},
+    }
+    tools.learn({"tools": [{"name": "route", "inputSchema": nullable}]})
+    assert tools.headers_for({"name": "route", "arguments": {"region": "eu"}}) == []

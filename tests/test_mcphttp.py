@@ -1135,6 +1135,10 @@ def test_a_plain_value_decodes_to_itself() -> None:
     assert decode_header_value("file:///a b?x=1") == "file:///a b?x=1"
 
 
+def test_inner_spaces_leave_a_value_plain() -> None:
+    assert encode_header_value("get weather") == "get weather"
+
+
 def test_overlapping_markers_are_a_literal_value() -> None:
     assert decode_header_value("=?base64?=") == "=?base64?="
 

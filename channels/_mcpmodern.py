@@ -1,0 +1,391 @@
+r"""The 2026-07-28 rules for a request's headers, as a server checks them (sans-IO).
+
+A modern request mirrors its body into headers (:mod:`channels._mcpheaders`), and a server that
+reads the body MUST refuse a request whose headers are missing, malformed or disagree with it, so
+that an intermediary routing on the headers and the server acting on the body cannot be told two
+different things (SPEC ``streamable-http.mdx`` §Server Validation). :func:`check_modern_request`
+checks the ``_meta`` fields, ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``;
+:func:`check_param_headers` the ``Mcp-Param-{Name}`` headers of a ``tools/call``.
+
+Sources are cited by the short names of :mod:`channels._mcphttp` (SPEC, TS, PY, CONF).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from http import HTTPStatus
+from typing import Any
+
+from ._errors import InvalidMessage
+from ._guard import Headers
+from ._jsonrpc import JSONObject, Kind, RequestId, is_request_id, validate
+from ._mcpheaders import (
+    CLIENT_CAPABILITIES_KEY,
+    DISPLAY_NAMES,
+    METHOD_HEADER,
+    MODERN_VERSIONS,
+    NAME_HEADER,
+    NAME_SOURCES,
+    PARAM_HEADER_PREFIX,
+    PROTOCOL_VERSION_HEADER,
+    PROTOCOL_VERSION_KEY,
+    REQUIRED_META_KEYS,
+    ROUTING_HEADERS,
+    TASK_NAME_SOURCES,
+    ParamPath,
+    decode_header_value,
+    has_modern_claim,
+    header_texts,
+    is_modern_version,
+    meta_of,
+    method_of,
+)
+from ._mcprefusal import (
+    INVALID_PARAMS,
+    UNSUPPORTED_VERSION,
+    HttpRefusal,
+    header_mismatch,
+    invalid_request,
+    missing_header,
+    protocol_refusal,
+    shown,
+)
+
+# RFC 9110 §5.5: a field value is visible ASCII, space and tab (obs-text, bytes 0x80-0xFF, is
+# obsolete and, for these headers, "invalid characters": SPEC §Server Validation).
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
+# The only header values compared as numbers (SPEC: integers SHOULD compare numerically); TS and PY
+# use the same gate, so "0x1a", "1e3" and " 42" never count as 42.
+_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
+
+# -- The standard headers and _meta -----------------------------------------------------------------
+
+
+def check_modern_request(
+    message: JSONObject | list[JSONObject],
+    headers: Headers,
+    supported: Sequence[str] = MODERN_VERSIONS,
+) -> HttpRefusal | None:
+    """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcphttp.era_of` found modern.
+
+    Every refusal is 400 and carries the request's id. In order, the first failure wins:
+
+    1. The body is one request or notification, never a batch or a response (SPEC
+       ``streamable-http.mdx`` §Sending Messages item 4): ``-32600``.
+    2. An ``initialize`` without a complete modern claim but with a modern version header: the
+       legacy handshake sent as modern, ``-32020`` (TS ``inboundClassification.ts``,
+       ``initialize-with-modern-header``).
+    3. A request's ``params._meta`` holds ``io.modelcontextprotocol/protocolVersion`` (a string)
+       and ``io.modelcontextprotocol/clientCapabilities`` (an object): ``-32602`` (SPEC
+       ``basic/index.mdx``). Checked before the headers: CONF ``server-stateless`` sends a
+       correct ``MCP-Protocol-Version`` header with a missing ``_meta`` and expects ``-32602``.
+    4. ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` appear at most once and hold only
+       field-value characters (RFC 9110 §5.5): ``-32020`` (SPEC §Server Validation: "A header
+       value contains invalid characters"; a second copy would let two readers disagree, PY
+       ``find_duplicated_routing_header``).
+    5. A request's ``MCP-Protocol-Version`` is present and equals the ``_meta`` version: ``-32020``
+       (SPEC §Protocol Version Header).
+    6. A request's ``Mcp-Method`` is present and equals ``method``, case-sensitively: ``-32020``.
+    7. For ``tools/call`` and ``prompts/get`` (``params.name``) and ``resources/read``
+       (``params.uri``), ``Mcp-Name`` is present when the body has the value, and equals it
+       after decoding the ``=?base64?...?=`` form; an invalid base64 form, or a header for a
+       value the body lacks, is a mismatch too: ``-32020``. The tasks extension's
+       ``params.taskId`` (:data:`TASK_NAME_SOURCES`) is compared when the header is present.
+    8. The version is in ``supported``: ``-32022``, ``data`` ``{"supported", "requested"}``.
+
+    Header checks (4-7) come before the version check (8), as in PY ``inbound.py``: a client
+    whose header and body disagree is told that, not that one of them is unsupported. CONF
+    ``server-stateless`` sends header ``2026-07-28`` with ``_meta`` ``v999.0.0`` and expects
+    ``-32020``; header and ``_meta`` both ``v999.0.0`` and expects ``-32022``.
+
+    A notification has no required headers ("header requirements for notification POSTs are
+    not defined by this revision", SPEC §Sending Messages): those present must agree with the
+    body, its version is its ``_meta`` version or else its header's, and that must be served.
+
+    Header names are case-insensitive (``headers`` has them lower-case, as h11 gives them),
+    values case-sensitive (SPEC §Case Sensitivity); optional whitespace around a value is not
+    part of it (RFC 9110 §5.5; CONF ``ServerAcceptsWhitespaceHeaderValue``).
+
+    Args:
+        message: what :func:`~channels._mcphttp.parse_body` returned.
+        headers: the request's headers.
+        supported: the modern versions served (the child's ``supportedVersions``).
+    """
+    if isinstance(message, list):
+        return invalid_request(
+            "a JSON-RPC batch; in protocol version 2026-07-28 a POST carries one request or notification",
+            "batch-not-allowed",
+        )
+    try:
+        kind = validate(message)
+    except InvalidMessage as exc:
+        return protocol_refusal(exc)
+    if kind is Kind.RESPONSE:
+        return invalid_request(
+            "a JSON-RPC response; in protocol version 2026-07-28 a client posts requests and notifications",
+            "response-not-allowed",
+        )
+    is_request = kind is Kind.REQUEST
+    request_id: RequestId | None = message["id"] if is_request else None
+    method: str = message["method"]
+    meta = meta_of(message)
+
+    if (
+        method == "initialize"
+        and not has_modern_claim(message)
+        and any(is_modern_version(value) for value in header_texts(headers, PROTOCOL_VERSION_HEADER))
+    ):
+        return header_mismatch(
+            "an initialize request (the legacy handshake) sent with a modern MCP-Protocol-Version header",
+            "initialize-with-modern-header",
+            request_id,
+            PROTOCOL_VERSION_HEADER,
+        )
+
+    refusal = _check_meta(meta, is_request, request_id)
+    if refusal is not None:
+        return refusal
+
+    values: dict[bytes, str] = {}
+    for name in ROUTING_HEADERS:
+        texts = header_texts(headers, name)
+        if len(texts) > 1:
+            return header_mismatch(
+                f"more than one {DISPLAY_NAMES[name]} header", "duplicate-header", request_id, name
+            )
+        if texts:
+            if not _FIELD_VALUE.fullmatch(texts[0]):
+                return header_mismatch(
+                    f"the {DISPLAY_NAMES[name]} header holds invalid characters",
+                    "invalid-header-value",
+                    request_id,
+                    name,
+                )
+            values[name] = texts[0]
+
+    claimed = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
+    version_header = values.get(PROTOCOL_VERSION_HEADER)
+    if version_header is None:
+        if is_request:
+            return missing_header(PROTOCOL_VERSION_HEADER, request_id)
+    elif claimed is not None and version_header != claimed:
+        return header_mismatch(
+            f"the MCP-Protocol-Version header {shown(version_header)} does not match "
+            f"_meta {PROTOCOL_VERSION_KEY} {shown(claimed)}",
+            "protocol-version-mismatch",
+            request_id,
+            PROTOCOL_VERSION_HEADER,
+        )
+    version = claimed if claimed is not None else version_header
+
+    method_header = values.get(METHOD_HEADER)
+    if method_header is None:
+        if is_request:
+            return missing_header(METHOD_HEADER, request_id)
+    elif method_header != method:
+        return header_mismatch(
+            f"the Mcp-Method header {shown(method_header)} does not match the method {shown(method)}",
+            "method-mismatch",
+            request_id,
+            METHOD_HEADER,
+        )
+
+    if is_request:
+        refusal = _check_name(message, method, values.get(NAME_HEADER), request_id)
+        if refusal is not None:
+            return refusal
+
+    if version is not None and version not in supported:
+        return HttpRefusal(
+            HTTPStatus.BAD_REQUEST,
+            UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+            "unsupported-protocol-version",
+            request_id,
+            {"supported": list(supported), "requested": version},
+        )
+    return None
+
+
+def _check_meta(
+    meta: dict[str, Any] | None, is_request: bool, request_id: RequestId | None
+) -> HttpRefusal | None:
+    if is_request:
+        missing = [key for key in REQUIRED_META_KEYS if meta is None or key not in meta]
+        if missing:
+            where = "params._meta" if meta is None else f"params._meta {', '.join(missing)}"
+            return HttpRefusal(
+                HTTPStatus.BAD_REQUEST,
+                INVALID_PARAMS,
+                f"Invalid params: a request in protocol version 2026-07-28 needs {where}",
+                "missing-meta",
+                request_id,
+                {"missing": missing},
+            )
+    if meta is None:
+        return None
+    if PROTOCOL_VERSION_KEY in meta and not isinstance(meta[PROTOCOL_VERSION_KEY], str):
+        return HttpRefusal(
+            HTTPStatus.BAD_REQUEST,
+            INVALID_PARAMS,
+            f"Invalid params: _meta {PROTOCOL_VERSION_KEY} must be a string",
+            "invalid-meta",
+            request_id,
+        )
+    if is_request and not isinstance(meta[CLIENT_CAPABILITIES_KEY], dict):
+        return HttpRefusal(
+            HTTPStatus.BAD_REQUEST,
+            INVALID_PARAMS,
+            f"Invalid params: _meta {CLIENT_CAPABILITIES_KEY} must be an object",
+            "invalid-meta",
+            request_id,
+        )
+    return None
+
+
+def _check_name(
+    message: JSONObject, method: str, header: str | None, request_id: RequestId | None
+) -> HttpRefusal | None:
+    field = NAME_SOURCES.get(method)
+    required = field is not None
+    if field is None:
+        field = TASK_NAME_SOURCES.get(method)
+        if field is None:
+            return None
+    params = message.get("params")
+    body_value = params.get(field) if isinstance(params, dict) else None
+    if header is None:
+        if required and isinstance(body_value, str):
+            return missing_header(NAME_HEADER, request_id, f"params.{field}")
+        return None
+    decoded = decode_header_value(header)
+    if decoded is None:
+        return header_mismatch(
+            "the Mcp-Name header is not valid =?base64?...?= (standard alphabet, padded, UTF-8)",
+            "invalid-header-value",
+            request_id,
+            NAME_HEADER,
+        )
+    if decoded != body_value:
+        return header_mismatch(
+            f"the Mcp-Name header {shown(decoded)} does not match params.{field} {shown(body_value)}",
+            "name-mismatch",
+            request_id,
+            NAME_HEADER,
+        )
+    return None
+
+
+# -- Mcp-Param-{Name} -------------------------------------------------------------------------------
+
+
+def check_param_headers(
+    message: JSONObject,
+    headers: Headers,
+    tool_headers: Mapping[str, Mapping[str, ParamPath | str]],
+) -> HttpRefusal | None:
+    """Check the ``Mcp-Param-{Name}`` headers of a ``tools/call`` against its ``arguments``.
+
+    Only for a tool in ``tool_headers``; for each of its annotations (a path, or a top-level
+    parameter name), with "present" meaning present and not ``null`` (SPEC
+    ``streamable-http.mdx`` §Server Behavior for Custom Headers, its table):
+
+    * argument present, header missing: refused ("Server MUST reject the request"; CONF
+      ``ServerRejectsMissingCustomHeader``);
+    * header present, argument absent or ``null``: refused, since no conforming client sends it
+      and an intermediary may have routed on it (PY ``validate_mcp_param_headers``; TS lets it
+      through);
+    * both: the header value, without its optional whitespace, holds only field-value
+      characters and, decoded from ``=?base64?...?=`` if in that form, equals the argument.
+      Booleans compare as ``true``/``false``, numbers numerically when the header is a plain
+      decimal (``42`` equals ``42.0``: SPEC §Server Validation "SHOULD compare ...
+      numerically"), strings exactly (CONF ``ServerAcceptsValidBase64``,
+      ``ServerRejectsInvalidBase64Padding`` and ``...Chars``, ``ServerLiteralMissingBase64Prefix``
+      and ``...Suffix``); an object or array never matches;
+    * the header twice: refused.
+
+    Every refusal is 400 with ``-32020`` (SPEC: "MUST reject ... with a 400 Bad Request HTTP
+    status and JSON-RPC error code -32020"). ``Mcp-Param-*`` headers for no annotation are
+    ignored (the spec: servers that do not recognize one "MUST forward it and otherwise
+    ignore it").
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    if method_of(message) != "tools/call" or not isinstance(params, dict):
+        return None
+    tool = params.get("name")
+    declarations = tool_headers.get(tool) if isinstance(tool, str) else None
+    if not declarations:
+        return None
+    request_id = message.get("id") if is_request_id(message.get("id")) else None
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict):
+        arguments = {}
+    for name, path in declarations.items():
+        display = f"Mcp-Param-{name}"
+        texts = header_texts(headers, PARAM_HEADER_PREFIX + name.lower().encode("utf-8", "replace"))
+        value = _value_at(arguments, (path,) if isinstance(path, str) else path)
+        where = f"arguments {shown('.'.join(path) if not isinstance(path, str) else path)}"
+        if len(texts) > 1:
+            return header_mismatch(f"more than one {display} header", "duplicate-header", request_id, display)
+        if value is None:
+            if texts:
+                return header_mismatch(
+                    f"a {display} header for {where}, which the body does not have",
+                    "unexpected-param-header",
+                    request_id,
+                    display,
+                )
+            continue
+        if not texts:
+            return header_mismatch(
+                f"the {display} header is missing (the body has {where})",
+                "missing-header",
+                request_id,
+                display,
+            )
+        if not _FIELD_VALUE.fullmatch(texts[0]):
+            return header_mismatch(
+                f"the {display} header holds invalid characters", "invalid-header-value", request_id, display
+            )
+        decoded = decode_header_value(texts[0])
+        if decoded is None:
+            return header_mismatch(
+                f"the {display} header is not valid =?base64?...?= (standard alphabet, padded, UTF-8)",
+                "invalid-header-value",
+                request_id,
+                display,
+            )
+        if not _same_value(decoded, value):
+            return header_mismatch(
+                f"the {display} header {shown(decoded)} does not match {where} {shown(value)}",
+                "param-mismatch",
+                request_id,
+                display,
+            )
+    return None
+
+
+def _value_at(arguments: dict[str, Any], path: Sequence[str]) -> Any:
+    node: Any = arguments
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _same_value(header: str, value: Any) -> bool:
+    """Whether a decoded header value is the argument, as a client renders it (SPEC §Value Encoding)."""
+    if isinstance(value, bool):
+        return header == ("true" if value else "false")
+    if isinstance(value, str):
+        return header == value
+    if isinstance(value, int | float) and _DECIMAL.fullmatch(header):
+        try:  # exact: no float round trip, so integers past 2**53 compare too
+            return Decimal(header) == Decimal(value if isinstance(value, int) else repr(value))
+        except (InvalidOperation, ValueError):
+            return False
+    return False
