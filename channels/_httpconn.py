@@ -1,10 +1,16 @@
-"""One HTTP/1.1 server connection: h11 on a trio stream, with the limits a daemon needs.
+"""One HTTP/1.1 server connection on a trio stream, with the limits a daemon needs.
 
-h11 parses and frames; this module adds what h11 leaves to its user: bounded reads (a request
-head must arrive within ``head_timeout``, a body within ``body_timeout`` and under ``max_body``
-bytes), ``Expect: 100-continue``, keep-alive with an idle timeout, bounded writes (a client that
-does not read its response is cut off after ``send_timeout``), streamed responses (chunked, for
-server-sent events), and noticing that the client went away while its response is pending.
+Requests are parsed by httptools (llhttp, Node.js's parser, as uvicorn uses it): on a small
+request it costs a few microseconds where h11 costs about seventy, which is most of what a
+Streamable HTTP call through the bridge costs (see README, Performance). Responses are written
+here: a status line and headers the bridge itself chose, with ``Content-Length``, or chunked for
+server-sent events (close-delimited for an HTTP/1.0 client).
+
+What a parser leaves to its user is done here too: bounded reads (a request head must arrive
+within ``head_timeout`` of its first byte and fit in :data:`MAX_HEAD_BYTES`, a body within
+``body_timeout`` and under ``max_body`` bytes), ``Expect: 100-continue``, keep-alive with an idle
+timeout, bounded writes (a client that does not read its response is cut off after
+``send_timeout``), and noticing that the client went away while its response is pending.
 
 One task serves the connection: it reads a request, answers it (possibly streaming for a long
 time), then reads the next. While it answers, :meth:`HttpConnection.wait_disconnected` may watch
@@ -14,31 +20,35 @@ two never read at once. A client that pipelines its next request meanwhile loses
 
 from __future__ import annotations
 
-import logging
+import collections
 from collections.abc import Sequence
 from http import HTTPStatus
 
 import attrs
-import h11
+import httptools
 import trio
 
 from ._stream import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
 
-logger = logging.getLogger("channels.http")
-
 Headers = Sequence[tuple[bytes, bytes]]
 
 # Longest request head (request line and headers) accepted: nginx's large_client_header_buffers
-# allow 4 x 8 KiB, h11's default is 16 KiB. Longer heads get 431.
+# allow 4 x 8 KiB, h11's default is 16 KiB. Longer heads get 431. (Counted per read: a head that
+# ends within the read that began it may be up to one read, 64 KiB, long.)
 MAX_HEAD_BYTES = 32 * 1024
-SERVER_HEADER = (b"server", b"mcp-bridge")
+SERVER_HEADER = b"server: mcp-bridge\r\n"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-def _reason(status: int) -> bytes:
+def _status_line(status: int) -> bytes:
     try:
-        return HTTPStatus(status).phrase.encode()
+        phrase = HTTPStatus(status).phrase
     except ValueError:
-        return b""
+        phrase = ""
+    return f"HTTP/1.1 {status} {phrase}\r\n".encode()
+
+
+_STATUS_LINES = {status.value: _status_line(status.value) for status in HTTPStatus}
 
 
 @attrs.frozen
@@ -102,8 +112,69 @@ class ConnectionLimits:
     max_body: int
 
 
+class _Parsing:
+    """httptools' callbacks: they assemble requests, which :class:`HttpConnection` hands out.
+
+    A callback cannot stop the parser cleanly, so a limit it finds is kept in :attr:`error`
+    and raised by the caller after ``feed_data``.
+    """
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self.parser = httptools.HttpRequestParser(self)
+        self.done: collections.deque[tuple[Request, bool]] = collections.deque()
+        self.error: BadRequest | None = None
+        self.started = False  # a request has begun and is not complete
+        self.head_done = False
+        self.head_bytes = 0
+        self.expects_continue = False
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._size = 0
+
+    def on_message_begin(self) -> None:
+        self.started, self.head_done, self.head_bytes = True, False, 0
+        self._url, self._headers, self._body, self._size = b"", [], [], 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.head_done = True
+        for name, value in self._headers:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                self.error = BadRequest(
+                    413, f"the body ({int(value)} bytes) is over the limit of {self.max_body}"
+                )
+            elif name == b"expect" and value.lower() == b"100-continue":
+                self.expects_continue = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.max_body:
+            self.error = self.error or BadRequest(413, f"the body is over the limit of {self.max_body} bytes")
+        elif self.error is None:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        request = Request(
+            parser.get_method().decode("ascii", "replace"),
+            self._url.decode("ascii", "replace"),
+            tuple(self._headers),
+            b"".join(self._body),
+            parser.get_http_version(),
+        )
+        self.done.append((request, parser.should_keep_alive()))
+        self.started = self.head_done = self.expects_continue = False
+
+
 class HttpConnection:
-    """h11 over one accepted stream; the serving task owns it and closes it with :meth:`aclose`.
+    """One accepted stream; the serving task owns it and closes it with :meth:`aclose`.
 
     Args:
         stream: the connection (TLS already negotiated), owned from now on.
@@ -113,10 +184,16 @@ class HttpConnection:
     def __init__(self, stream: trio.abc.Stream, limits: ConnectionLimits) -> None:
         self.stream = stream
         self.limits = limits
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._parsing = _Parsing(limits.max_body)
+        self._unparsed = bytearray()  # read while a response was pending, parsed with the next
         self._send_fd = send_fd_getter(stream)
         self._peer_closed = False
         self._broken = False
+        self._keep_alive = True
+        self._http10 = False
+        self._responding = False  # a request was handed out and its response is not complete
+        self._streaming = False
+        self._head_request = False  # a response to HEAD has no body
         self.bytes_received = 0
         self.bytes_sent = 0
         self.closing = False
@@ -125,7 +202,9 @@ class HttpConnection:
     @property
     def reusable(self) -> bool:
         """Whether another request may follow on this connection."""
-        return not (self._broken or self._peer_closed or self.closing) and self._h11.our_state is h11.DONE
+        return (
+            not (self._broken or self._peer_closed or self.closing or self._responding) and self._keep_alive
+        )
 
     async def next_request(self, *, first: bool) -> Request | None:
         """Read the next request, or ``None`` if the client closed or went idle too long.
@@ -138,43 +217,60 @@ class HttpConnection:
             BadRequest: malformed, too large or too slow; the caller answers ``status`` and
                 closes.
         """
+        parsing = self._parsing
         phase = "idle"
         with trio.CancelScope() as scope:
             if not first:
-                if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+                scope.deadline = trio.current_time() + self.limits.idle_timeout
+            else:
+                phase, scope.deadline = "head", trio.current_time() + self.limits.head_timeout
+            if self._unparsed:
+                data, self._unparsed = bytes(self._unparsed), bytearray()
+                self._feed(data)
+            while not parsing.done:
+                if parsing.started and phase == "idle":
+                    phase, scope.deadline = "head", trio.current_time() + self.limits.head_timeout
+                if parsing.head_done and phase != "body":
+                    phase, scope.deadline = "body", trio.current_time() + self.limits.body_timeout
+                    if parsing.expects_continue:
+                        parsing.expects_continue = False
+                        await self._send(CONTINUE)
+                data = await self._receive()
+                if not data:
+                    if parsing.started:
+                        raise BadRequest(400, "the connection closed in the middle of a request")
                     return None
-                self._h11.start_next_cycle()
-                if not self._h11.trailing_data[0]:
-                    scope.deadline = trio.current_time() + self.limits.idle_timeout
-                    if not await self._receive_into_h11():
-                        return None
-            # One scope for the whole request: the head must come within head_timeout of its
-            # first byte, the body within body_timeout after that.
-            phase = "head"
-            scope.deadline = trio.current_time() + self.limits.head_timeout
-            head = await self._next_event()
-            if head is None:
-                return None
-            assert isinstance(head, h11.Request)
-            phase = "body"
-            scope.deadline = trio.current_time() + self.limits.body_timeout
-            body = await self._read_body(head)
-            return Request(
-                head.method.decode("ascii", "replace"),
-                head.target.decode("ascii", "replace"),
-                tuple(head.headers),
-                body,
-                head.http_version.decode("ascii", "replace"),
-            )
+                self._feed(data)
+            request, keep_alive = parsing.done.popleft()
+            self._keep_alive = keep_alive
+            self._http10 = request.http_version == "1.0"
+            self._head_request = request.method == "HEAD"
+            self._responding = True
+            return request
         if phase == "idle":
             return None  # idle too long
         if phase == "body":
             raise BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
         raise BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
 
-    async def _receive_into_h11(self) -> bool:
+    def _feed(self, data: bytes) -> None:
+        parsing = self._parsing
+        try:
+            parsing.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # an Upgrade request is answered as a plain one (this endpoint upgrades nothing)
+        except httptools.HttpParserError as exc:
+            raise parsing.error or BadRequest(400, f"malformed request: {exc}") from None
+        if parsing.error is not None:
+            raise parsing.error
+        if parsing.started and not parsing.head_done:
+            parsing.head_bytes += len(data)
+            if parsing.head_bytes > MAX_HEAD_BYTES:
+                raise BadRequest(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+
+    async def _receive(self) -> bytes:
         if self._peer_closed:
-            return False
+            return b""
         try:
             data = await self.stream.receive_some(RECEIVE_SIZE)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -182,46 +278,16 @@ class HttpConnection:
         if not data:
             self._peer_closed = True
         self.bytes_received += len(data)
-        self._h11.receive_data(bytes(data))
-        return bool(data)
+        return bytes(data)
 
-    async def _next_event(self) -> h11.Request | h11.Data | h11.EndOfMessage | None:
-        while True:
-            try:
-                event = self._h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise BadRequest(exc.error_status_hint, f"malformed request: {exc}") from None
-            if event is h11.NEED_DATA:
-                if self._h11.they_are_waiting_for_100_continue:
-                    interim = self._h11.send(h11.InformationalResponse(status_code=100, headers=[]))
-                    assert interim is not None
-                    await self._send(interim)
-                await self._receive_into_h11()
-                continue
-            if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                return None
-            if isinstance(event, (h11.Request, h11.Data, h11.EndOfMessage)):
-                return event
+    def _head(self, status: int, headers: Headers, tail: bytes) -> bytes:
+        parts = [_STATUS_LINES.get(status) or _status_line(status), SERVER_HEADER]
+        parts.extend(name + b": " + value + b"\r\n" for name, value in headers)
+        parts.append(tail)
+        return b"".join(parts)
 
-    async def _read_body(self, head: h11.Request) -> bytes:
-        declared = next((value for name, value in head.headers if name == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self.limits.max_body:
-            raise BadRequest(
-                413, f"the body ({int(declared)} bytes) is over the limit of {self.limits.max_body}"
-            )
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event = await self._next_event()
-            if event is None:
-                raise BadRequest(400, "the connection closed in the middle of the body")
-            if isinstance(event, h11.EndOfMessage):
-                return b"".join(chunks)
-            assert isinstance(event, h11.Data)
-            size += len(event.data)
-            if size > self.limits.max_body:
-                raise BadRequest(413, f"the body is over the limit of {self.limits.max_body} bytes")
-            chunks.append(bytes(event.data))
+    def _closes(self) -> bool:
+        return self._peer_closed or self.closing or not self._keep_alive
 
     async def respond(self, status: int, headers: Headers, body: bytes = b"") -> None:
         """Send a complete response with ``Content-Length``.
@@ -229,14 +295,14 @@ class HttpConnection:
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
-        all_headers = [SERVER_HEADER, *headers, (b"content-length", str(len(body)).encode())]
-        if self._peer_closed or self._h11.their_state is not h11.DONE or self.closing:
-            all_headers.append((b"connection", b"close"))
-        head = self._h11.send(h11.Response(status_code=status, headers=all_headers, reason=_reason(status)))
-        framed = self._h11.send(h11.Data(data=body)) if body else b""
-        end = self._h11.send(h11.EndOfMessage())
-        assert head is not None and framed is not None and end is not None
-        await self._send(head + framed + end)  # one write for the whole response
+        if self._closes():
+            self._keep_alive = False
+            tail = b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+        else:
+            tail = b"content-length: %d\r\n\r\n" % len(body)
+        head = self._head(status, headers, tail)
+        await self._send(head if self._head_request else head + body)  # one write for the whole response
+        self._responding = False
 
     async def start_stream(self, status: int, headers: Headers) -> None:
         """Send the head of a response whose body follows in pieces (chunked on HTTP/1.1).
@@ -244,11 +310,16 @@ class HttpConnection:
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
-        data = self._h11.send(
-            h11.Response(status_code=status, headers=[SERVER_HEADER, *headers], reason=_reason(status))
-        )
-        assert data is not None
-        await self._send(data)
+        self._streaming = True
+        if self._http10:  # no chunked encoding: the end of the connection ends the body
+            self._keep_alive = False
+            tail = b"connection: close\r\n\r\n"
+        elif self._closes():
+            self._keep_alive = False
+            tail = b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        else:
+            tail = b"transfer-encoding: chunked\r\n\r\n"
+        await self._send(self._head(status, headers, tail))
 
     async def send_body(self, data: bytes) -> None:
         """Send the next piece of a streamed body.
@@ -256,9 +327,8 @@ class HttpConnection:
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
-        framed = self._h11.send(h11.Data(data=data))
-        assert framed is not None
-        await self._send(framed)
+        if data:
+            await self._send(data if self._http10 else b"%x\r\n%s\r\n" % (len(data), data))
 
     async def end_stream(self) -> None:
         """End a streamed response.
@@ -266,9 +336,10 @@ class HttpConnection:
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
-        end = self._h11.send(h11.EndOfMessage())
-        assert end is not None
-        await self._send(end)
+        if not self._http10:
+            await self._send(b"0\r\n\r\n")
+        self._streaming = False
+        self._responding = False
 
     async def _send(self, data: bytes) -> None:
         if self._broken:
@@ -295,21 +366,26 @@ class HttpConnection:
     async def wait_disconnected(self) -> None:
         """Return once the client has closed its side (or the connection broke).
 
-        Bytes that arrive meanwhile (a pipelined next request) stay buffered for
+        Bytes that arrive meanwhile (a pipelined next request) are kept for
         :meth:`next_request`. Meant to run beside a pending response, and be cancelled when the
         response is done.
         """
-        while await self._receive_into_h11():
-            if len(self._h11.trailing_data[0]) > MAX_HEAD_BYTES + self.limits.max_body:
+        while data := await self._receive():
+            self._unparsed += data
+            if len(self._unparsed) > MAX_HEAD_BYTES + self.limits.max_body:
                 await trio.sleep_forever()  # a pipelining client must wait for its answer
 
     async def refuse(self, error: BadRequest) -> None:
-        """Answer a :class:`BadRequest` (if a response can still be sent) and mark the connection done."""
-        if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            body = (str(error) + "\n").encode()
+        """Answer a :class:`BadRequest` (unless a response was begun) and mark the connection done."""
+        if not self._streaming:
+            self._keep_alive = False
             try:
-                await self.respond(error.status, [(b"content-type", b"text/plain; charset=utf-8")], body)
-            except (trio.BrokenResourceError, h11.LocalProtocolError):
+                await self.respond(
+                    error.status,
+                    [(b"content-type", b"text/plain; charset=utf-8")],
+                    (str(error) + "\n").encode(),
+                )
+            except trio.BrokenResourceError:
                 pass
         self._broken = True
 
