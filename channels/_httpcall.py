@@ -69,7 +69,8 @@ class HttpCall:
     Attributes:
         connection: the client's connection; the request's response is its current one.
         request: the request.
-        peer: who sent it (address, Origin, User-Agent, the token's label).
+        address: what the connection knows of the client (its address).
+        credential: the label of the token it presented, if the listener asks for one.
         handler: the bridge's handler for new channels.
         nursery: where the bridge's handlers run.
         cors: headers every response to it carries (CORS, if the Origin is allowed).
@@ -77,10 +78,27 @@ class HttpCall:
 
     connection: HttpConnection
     request: Request
-    peer: PeerInfo
+    address: PeerInfo
+    credential: str | None
     handler: IncomingHandler
     nursery: trio.Nursery
     cors: tuple[tuple[bytes, bytes], ...] = ()
+
+    @property
+    def peer(self) -> PeerInfo:
+        """Who sent it: address, ``Origin``, ``User-Agent``, the token's label.
+
+        Worked out when asked (a new session, request or stream, a log line), not for every
+        request of a session.
+        """
+        origin = self.request.header(b"origin")
+        agent = self.request.header(b"user-agent")
+        return attrs.evolve(
+            self.address,
+            credential=self.credential,
+            origin=origin.decode("latin-1") if origin else None,
+            user_agent=agent.decode("latin-1") if agent else None,
+        )
 
     def start(self, channel: MessageChannel) -> None:
         """Hand ``channel`` to the bridge, as a new connection of its own."""

@@ -199,7 +199,7 @@ class McpEndpoint:
         stream = session.open_request_stream([message])
         await session.deliver([message])
         call.start(session)
-        logger.debug("%s: session %s opened", call.peer, session.session_id[:8])
+        logger.debug("%s: session %s opened", session.peer, session.session_id[:8])
         await self._write(call, stream, session)
         if stream.ended and session.protocol_version is None:  # it failed: no session after all
             session.end()

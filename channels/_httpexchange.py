@@ -110,7 +110,7 @@ class ExchangeChannel(MessageChannel):
         await trio.lowlevel.checkpoint()
 
     def _put(self, message: JSONObject) -> None:
-        data = encode(message)[:-1]
+        data = encode(message, newline=False)
         self.bytes_sent += len(data)
         final = "method" not in message and message.get("id") == self._request_id
         if final:
@@ -193,7 +193,7 @@ class SseChannel(MessageChannel):
             raise trio.BrokenResourceError("the client closed the event stream")
         await wait_for_room(self.backlog, self.send_timeout)
         for message in messages:
-            data = encode(message)[:-1]
+            data = encode(message, newline=False)
             self.bytes_sent += len(data)
             self.stream.put(data)
         await trio.lowlevel.checkpoint()

@@ -185,7 +185,7 @@ class HttpService:
             logger.info("%s: %s %s refused: %s", peer, request.method, path, outcome.message)
             await self._refuse(connection, outcome, cors)
             return
-        call = HttpCall(connection, request, _identified(request, peer, outcome), handler, nursery, cors)
+        call = HttpCall(connection, request, peer, outcome, handler, nursery, cors)
         try:
             if metadata:
                 await self._metadata(call)
@@ -247,16 +247,3 @@ def _forwarded(request: Request, host: bytes | None, peer: PeerInfo) -> tuple[by
     if forwarded_for is not None:
         peer = attrs.evolve(peer, address=forwarded_for.split(b",")[0].strip().decode("latin-1"))
     return host, peer
-
-
-def _identified(request: Request, peer: PeerInfo, credential: str | None) -> PeerInfo:
-    origin = request.header(b"origin")
-    agent = request.header(b"user-agent")
-    if credential is None and origin is None and agent is None:
-        return peer
-    return attrs.evolve(
-        peer,
-        credential=credential,
-        origin=origin.decode("latin-1") if origin else None,
-        user_agent=agent.decode("latin-1") if agent else None,
-    )

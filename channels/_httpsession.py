@@ -204,7 +204,7 @@ class SessionChannel(MessageChannel):
             if self.closed:
                 raise trio.ClosedResourceError("the session channel is closed")
         for message in messages:
-            self._route(message, encode(message)[:-1])
+            self._route(message, encode(message, newline=False))
         await trio.lowlevel.checkpoint()
 
     def _route(self, message: JSONObject, data: bytes) -> None:
@@ -259,7 +259,7 @@ class SessionChannel(MessageChannel):
         for key, stream in list(self.requests.items()):
             # Every request gets a reply (DESIGN.md §5.1): the bridge answers what is in flight
             # before it closes, so this only catches what it could not.
-            stream.put(encode(session_ended(key[1]))[:-1], final=True)
+            stream.put(encode(session_ended(key[1]), newline=False), final=True)
         self.requests.clear()
         for stream in self.streams.values():
             stream.end()

@@ -121,8 +121,10 @@ def _has_lone_surrogate(message: Any) -> bool:
     return False
 
 
-def encode(message: JSONObject) -> bytes:
+def encode(message: JSONObject, *, newline: bool = True) -> bytes:
     r"""Encode one message as a single ``\n``-terminated UTF-8 line.
+
+    With ``newline=False`` the ``\n`` is left out (an HTTP body, an SSE event's data).
 
     A non-finite float (NaN, infinity), which JSON cannot carry, is written as ``null``, as
     JavaScript's ``JSON.stringify`` does; :func:`decode` never produces one, so only messages built
@@ -133,9 +135,9 @@ def encode(message: JSONObject) -> bytes:
         TypeError: the message holds a value that is not JSON data.
     """
     try:
-        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE if newline else None)
     except TypeError:  # orjson.JSONEncodeError: let the standard library decide, and say why
-        return _ENCODER.encode(message).encode("utf-8") + b"\n"
+        return _ENCODER.encode(message).encode("utf-8") + (b"\n" if newline else b"")
 
 
 def is_request_id(value: Any) -> TypeGuard[RequestId]:
