@@ -45,6 +45,7 @@ from ._errors import ChildStartError, ConfigError
 from ._fleet import run_fleet
 from ._limits import Limits, parse_duration, parse_size
 from ._logs import configure_logging
+from ._memory import return_large_blocks_to_the_system
 from ._supervisor import CrashLoop, RestartPolicy
 from ._tap import Tap
 
@@ -851,6 +852,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, command = args[:split], args[split + 1 :]
     parser = serve_parser()
     options = parser.parse_args(args)
+    return_large_blocks_to_the_system()
     if options.config is None and not options.listen:
         parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
     configure_logging(options.log_level, options.log_format)

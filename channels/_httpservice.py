@@ -142,6 +142,7 @@ class HttpService:
                 first = False
                 connection.closing = self.stopping
                 await self._dispatch(connection, request, peer, handler, nursery)
+                del request  # a large body is not kept while the connection waits for the next
                 if not connection.reusable:
                     return
         except HandshakeError as exc:
