@@ -32,6 +32,9 @@ SSE_HEADERS = (
     (b"x-accel-buffering", b"no"),
 )
 JSON_HEADERS = ((b"content-type", b"application/json"),)
+# What keeping one event costs besides its data (a tuple, a deque slot, its stream's share),
+# charged to the replay budget so that many small events cannot hold much more than it says.
+EVENT_OVERHEAD = 200
 NO_ANSWER = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Connection closed",'
     b'"data":{"reason":"no-answer"}}}'
@@ -169,10 +172,10 @@ class ResponseStream:
         return len(data)
 
     def forget_oldest(self) -> int:
-        """Drop the oldest kept (written) event; return its size."""
+        """Drop the oldest kept (written) event; return what it was charged (0 if none)."""
         if not self._kept:
             return 0
-        return len(self._kept.popleft()[1])
+        return len(self._kept.popleft()[1]) + EVENT_OVERHEAD
 
     def rewind(self, seq: int) -> bool:
         """Write again what followed event ``seq`` (a ``Last-Event-ID``); False if it is gone.
@@ -190,6 +193,8 @@ class ResponseStream:
             self._kept.pop()
             self._queue.appendleft(event)
             self.queued_bytes += len(event[1])
+            if self.budget is not None:  # no longer kept: written (and charged) again later
+                self.budget.used -= len(event[1]) + EVENT_OVERHEAD
             if self.backlog is not None:
                 self.backlog.add(len(event[1]))
         return True
@@ -198,17 +203,25 @@ class ResponseStream:
         """The events not written yet: sequence number, data, final, status."""
         return list(self._queue)
 
-    def written(self, last_seq: int) -> None:
-        """Events up to ``last_seq`` were written; a resumable stream keeps them for replay."""
+    def written(self, last_seq: int, *, replayable: bool = True) -> None:
+        """Events up to ``last_seq`` were written.
+
+        Args:
+            last_seq: the last event written.
+            replayable: they went out as events with ids (not as a JSON body, which nobody can
+                ask for again), so a resumable stream keeps them for replay.
+        """
+        keep = replayable and self.budget is not None
         while self._queue and self._queue[0][0] <= last_seq:
             event = self._queue.popleft()
             size = len(event[1])
             self.queued_bytes -= size
             if self.backlog is not None:
                 self.backlog.remove(size)
-            if self.budget is not None:
+            if keep:
+                assert self.budget is not None
                 self._kept.append(event)
-                self.budget.charge(self, size)
+                self.budget.charge(self, size + EVENT_OVERHEAD)
 
     def last_written(self) -> int:
         """The sequence number just before the first unwritten event (a priming event's id)."""
@@ -309,7 +322,7 @@ async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, st
     if len(events) == 1 and events[0][2] and stream.ended:
         seq, data, _, status = events[0]
         await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
-        stream.written(seq)
+        stream.written(seq, replayable=False)
         return True
     if not events and stream.ended:  # the channel closed without an answer (never expected)
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
