@@ -89,6 +89,7 @@ class HttpListener(MessageListener):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(service.mcp.reap_idle_sessions)
+                nursery.start_soon(service.ticker.run)
                 task_status.started()
                 while True:
                     if self._unix:  # an activated Unix socket: a local reverse proxy's

@@ -201,6 +201,10 @@ class HttpConnection:
         self._responding = False  # a request was handed out and its response is not complete
         self._streaming = False
         self._head_request = False  # a response to HEAD has no body
+        self.phase = "idle"
+        self.read_deadline = float("inf")
+        self.read_scope: trio.CancelScope | None = None
+        """Cancelled by :meth:`expire`: the scope around this connection's reads."""
         self.bytes_received = 0
         self.bytes_sent = 0
         self.closing = False
@@ -214,7 +218,12 @@ class HttpConnection:
         )
 
     async def next_request(self, *, first: bool) -> Request | None:
-        """Read the next request, or ``None`` if the client closed or went idle too long.
+        """Read the next request, or ``None`` if the client closed.
+
+        The time it may take is not enforced here: :attr:`read_deadline` says until when the
+        current phase (:attr:`phase`: ``"idle"``, ``"head"``, ``"body"``) may last, and the caller
+        cancels the read once it passed (see :mod:`channels._ticker`), then asks
+        :meth:`timed_out` what to answer.
 
         Args:
             first: this is the connection's first request (the idle timeout does not apply: the
@@ -225,40 +234,52 @@ class HttpConnection:
                 closes.
         """
         parsing = self._parsing
-        phase = "idle"
-        with trio.CancelScope() as scope:
-            if not first:
-                scope.deadline = trio.current_time() + self.limits.idle_timeout
-            else:
-                phase, scope.deadline = "head", trio.current_time() + self.limits.head_timeout
-            if self._unparsed:
-                data, self._unparsed = bytes(self._unparsed), bytearray()
-                self._feed(data)
-            while not parsing.done:
-                if parsing.started and phase == "idle":
-                    phase, scope.deadline = "head", trio.current_time() + self.limits.head_timeout
-                if parsing.head_done and phase != "body":
-                    phase, scope.deadline = "body", trio.current_time() + self.limits.body_timeout
-                    if parsing.expects_continue:
-                        parsing.expects_continue = False
-                        await self._send(CONTINUE)
-                data = await self._receive(expect_wait=not first and not parsing.started)
-                if not data:
-                    if parsing.started:
-                        raise BadRequest(400, "the connection closed in the middle of a request")
-                    return None
-                self._feed(data)
-            request, keep_alive = parsing.done.popleft()
-            self._keep_alive = keep_alive
-            self._http10 = request.http_version == "1.0"
-            self._head_request = request.method == "HEAD"
-            self._responding = True
-            return request
-        if phase == "idle":
-            return None  # idle too long
-        if phase == "body":
-            raise BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
-        raise BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
+        self.phase = "head" if first else "idle"
+        self.read_deadline = trio.current_time() + (
+            self.limits.head_timeout if first else self.limits.idle_timeout
+        )
+        if self._unparsed:
+            data, self._unparsed = bytes(self._unparsed), bytearray()
+            self._feed(data)
+        while not parsing.done:
+            if parsing.started and self.phase == "idle":
+                self.phase, self.read_deadline = "head", trio.current_time() + self.limits.head_timeout
+            if parsing.head_done and self.phase != "body":
+                self.phase, self.read_deadline = "body", trio.current_time() + self.limits.body_timeout
+                if parsing.expects_continue:
+                    parsing.expects_continue = False
+                    await self._send(CONTINUE)
+            data = await self._receive(expect_wait=not first and not parsing.started)
+            if not data:
+                if parsing.started:
+                    raise BadRequest(400, "the connection closed in the middle of a request")
+                return None
+            self._feed(data)
+        request, keep_alive = parsing.done.popleft()
+        self.phase = "answering"
+        self._keep_alive = keep_alive
+        self._http10 = request.http_version == "1.0"
+        self._head_request = request.method == "HEAD"
+        self._responding = True
+        return request
+
+    @property
+    def deadline(self) -> float:
+        """When the current read phase must end (a :class:`~channels._ticker.Waiter`)."""
+        return self.read_deadline
+
+    def expire(self) -> None:
+        """The read took too long, or the server is stopping: cancel :attr:`read_scope`."""
+        if self.read_scope is not None:
+            self.read_scope.cancel()
+
+    def timed_out(self) -> BadRequest | None:
+        """Why the read that :attr:`read_deadline` ended failed: 408, or ``None`` if it was idle."""
+        if self.phase == "body":
+            return BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
+        if self.phase == "head":
+            return BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
+        return None
 
     def _feed(self, data: bytes) -> None:
         parsing = self._parsing

@@ -216,6 +216,7 @@ class McpEndpoint:
             priming=resuming,
             retry_ms=RETRY_MS if resuming else None,
             keepalive=self.http.sse_keepalive,
+            ticker=self.service.ticker,
         )
         await write_response(call.connection, stream, style)
         session.last_active = trio.current_time()
@@ -281,7 +282,12 @@ class McpEndpoint:
             return
         exchange = ExchangeChannel(message, call.peer, _modern_status, self._learn)
         call.start(exchange)
-        style = StreamStyle(extra_headers=call.cors, json_wait=JSON_WAIT, keepalive=self.http.sse_keepalive)
+        style = StreamStyle(
+            extra_headers=call.cors,
+            json_wait=JSON_WAIT,
+            keepalive=self.http.sse_keepalive,
+            ticker=self.service.ticker,
+        )
         if not await write_response(call.connection, exchange.stream, style):
             exchange.leave()
 

@@ -43,6 +43,7 @@ from ._httpendpoint import McpEndpoint
 from ._httplegacy import LegacySse
 from ._listener import HandshakeError, IncomingHandler, tls_handshake
 from ._mcphttp import HttpRefusal
+from ._ticker import Ticker
 
 logger = logging.getLogger("channels.http")
 
@@ -95,7 +96,7 @@ class HttpService:
             f"{base}/messages": self.legacy.post_message,
         }
         self.stopping = False
-        self._idle_scopes: set[trio.CancelScope] = set()
+        self.ticker = Ticker()
 
     def session_count(self) -> int:
         """Legacy sessions and 2024-11-05 streams open now (they share ``max_sessions``)."""
@@ -106,8 +107,10 @@ class HttpService:
     def stop(self) -> None:
         """Stop taking requests: idle keep-alive connections close, new requests get 503."""
         self.stopping = True
-        for scope in self._idle_scopes:
-            scope.cancel()
+        for waiter in self.ticker.waiters():
+            if isinstance(waiter, HttpConnection) and waiter.phase == "idle":
+                self.ticker.discard(waiter)
+                waiter.expire()
 
     async def serve_connection(
         self,
@@ -124,11 +127,12 @@ class HttpService:
                     peer = await tls_handshake(stream, peer)
                 if deadline.cancelled_caught:
                     raise HandshakeError("no TLS handshake in time")
-            first = True
-            while not self.stopping or first:
-                with trio.CancelScope() as idle:
-                    if not first:
-                        self._idle_scopes.add(idle)
+            # Cancelled only while a read is overdue (the ticker's doing) or idle while stopping.
+            with trio.CancelScope() as reading:
+                connection.read_scope = reading
+                first = True
+                while not self.stopping or first:
+                    self.ticker.add(connection)
                     try:
                         request = await connection.next_request(first=first)
                     except BadRequest as exc:
@@ -136,15 +140,19 @@ class HttpService:
                         await connection.refuse(exc)
                         return
                     finally:
-                        self._idle_scopes.discard(idle)
-                if idle.cancelled_caught or request is None:
-                    return
-                first = False
-                connection.closing = self.stopping
-                await self._dispatch(connection, request, peer, handler, nursery)
-                del request  # a large body is not kept while the connection waits for the next
-                if not connection.reusable:
-                    return
+                        self.ticker.discard(connection)
+                    if request is None:
+                        return
+                    first = False
+                    connection.closing = self.stopping
+                    await self._dispatch(connection, request, peer, handler, nursery)
+                    del request  # a large body is not kept while the connection waits for the next
+                    if not connection.reusable:
+                        return
+            timeout = connection.timed_out() if reading.cancelled_caught else None
+            if timeout is not None:
+                logger.info("%s: %s", peer, timeout)
+                await connection.refuse(timeout)
         except HandshakeError as exc:
             logger.warning("%s: refused: %s", peer, exc)
         except trio.BrokenResourceError:

@@ -23,6 +23,7 @@ import trio
 
 from ._httpconn import HttpConnection
 from ._sse import KEEPALIVE, encode_event
+from ._ticker import Ticker
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
 # transports text asks for it), no-cache keeps intermediaries from storing it.
@@ -122,6 +123,7 @@ class ResponseStream:
         self._next_seq = 1
         self.queued_bytes = 0  # of the events not written yet
         self.ended = False  # no more messages will come
+        self.nudged = False  # wake a waiter without anything to write (its deadline passed)
         self.attached = False  # an HTTP response is writing this stream now
         self._changed = trio.Event()
 
@@ -228,10 +230,16 @@ class ResponseStream:
         return self._queue[0][0] - 1 if self._queue else self._next_seq - 1
 
     async def wait(self) -> None:
-        """Return when there is something to write or the stream ended."""
-        while not self._queue and not self.ended:
+        """Return when there is something to write, the stream ended, or :meth:`nudge` was called."""
+        while not self._queue and not self.ended and not self.nudged:
             self._changed = trio.Event()
             await self._changed.wait()
+        self.nudged = False
+
+    def nudge(self) -> None:
+        """Wake :meth:`wait` even though nothing came."""
+        self.nudged = True
+        self._changed.set()
 
     def event_id(self, seq: int) -> str:
         return f"{self.key}/{seq}"
@@ -259,6 +267,8 @@ class StreamStyle:
         retry_ms: a ``retry:`` field to send with the priming event, or ``None``.
         keepalive: seconds of silence after which a comment is sent.
         event: the SSE event type to name on each message, or ``None`` (``message`` implied).
+        ticker: where to register the JSON wait's deadline (no cancel scope per request); without
+            one, a cancel scope bounds it.
     """
 
     extra_headers: Sequence[tuple[bytes, bytes]] = ()
@@ -268,6 +278,7 @@ class StreamStyle:
     retry_ms: int | None = None
     keepalive: float = 15.0
     event: str | None = None
+    ticker: Ticker | None = None
 
 
 async def write_response(
@@ -316,8 +327,17 @@ async def write_response(
 
 async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, style: StreamStyle) -> bool:
     """Send the stream as one JSON body if it is its final message alone; True if it was sent."""
-    with trio.move_on_after(style.json_wait):
-        await stream.wait()
+    if not stream.pending() and not stream.ended:
+        if style.ticker is None:
+            with trio.move_on_after(style.json_wait):
+                await stream.wait()
+        else:
+            waiter = _JsonWait(stream, trio.current_time() + style.json_wait)
+            style.ticker.add(waiter)
+            try:
+                await stream.wait()
+            finally:
+                style.ticker.discard(waiter)
     events = stream.pending()
     if len(events) == 1 and events[0][2] and stream.ended:
         seq, data, _, status = events[0]
@@ -328,6 +348,17 @@ async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, st
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
         return True
     return False
+
+
+@attrs.frozen(eq=False)
+class _JsonWait:
+    """A response waiting for its first message, until :attr:`deadline` (a ticker's waiter)."""
+
+    stream: ResponseStream
+    deadline: float
+
+    def expire(self) -> None:
+        self.stream.nudge()
 
 
 async def _write_events(
