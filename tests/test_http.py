@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from bridge import Daemon, Limits
-from channels import HttpOptions, ListenOptions, TokenSet
+from channels import HttpOptions, ListenOptions, TokenSet, connect
 
-from conftest import call, example_server, poll, request, running_bridge
+from conftest import TlsFiles, call, example_server, poll, request, running_bridge
 from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, post
 
 TIMEOUT = 20
@@ -745,3 +745,21 @@ async def test_a_reply_larger_than_the_replay_budget_still_reaches_the_client_wh
             response = await session.post(message)
             (reply,) = [m for m in response.messages() if m.get("id") == 4]
             assert len(reply["result"]["content"][0]["text"]) == 200_000
+
+
+async def test_an_https_listener_serves_a_session_to_a_client_that_verifies_its_certificate(
+    tls_files: TlsFiles,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        options = tls_files.listen_options()
+        async with running_bridge(
+            example_server(), ["https://127.0.0.1:0/mcp"], listen_options=options
+        ) as daemon:
+            [address] = daemon.addresses
+            assert address.startswith("https://127.0.0.1:")
+            async with connect(address, tls_files.connect_options()) as channel:
+                await channel.send(initialize())
+                assert (await channel.receive())["result"]["serverInfo"]["name"] == "mcp-bridge-example"
+                await channel.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                await channel.send(call(2, "echo", text="over https"))
+                assert (await channel.receive())["result"]["content"][0]["text"] == "over https"
