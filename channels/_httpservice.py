@@ -192,7 +192,7 @@ class HttpService:
         )
         if isinstance(outcome, Rejection):
             logger.info("%s: %s %s refused: %s", peer, request.method, path, outcome.message)
-            await self._refuse(connection, outcome, cors)
+            await self._refuse(connection, outcome, cors, request)
             return
         call = HttpCall(connection, request, peer, outcome, handler, nursery, cors)
         try:
@@ -204,10 +204,14 @@ class HttpService:
                 assert route is not None
                 await route(call)
         except Refused as exc:
-            await self._refuse(connection, exc.refusal, cors)
+            await self._refuse(connection, exc.refusal, cors, request)
 
     async def _refuse(
-        self, connection: HttpConnection, refusal: Rejection | HttpRefusal, cors: Headers = ()
+        self,
+        connection: HttpConnection,
+        refusal: Rejection | HttpRefusal,
+        cors: Headers = (),
+        request: Request | None = None,
     ) -> None:
         if isinstance(refusal, Rejection):
             status, headers, body = refusal.status, refusal.headers(), refusal.body()
@@ -215,18 +219,37 @@ class HttpService:
             status, headers, body = refusal.status, refusal.response_headers(), refusal.body()
         if status == 401 and self.http.resource_metadata is not None:
             headers = [(name, value) for name, value in headers if name != b"www-authenticate"]
-            challenge = f'Bearer resource_metadata="{self._metadata_url()}"'
+            challenge = f'Bearer resource_metadata="{self._public_base(request)}{self.metadata_path}"'
             headers.append((b"www-authenticate", challenge.encode()))
         await connection.respond(status, [*headers, *cors], body)
 
-    def _metadata_url(self) -> str:
-        return f"{self.endpoint.scheme}://{self.endpoint.authority}{self.metadata_path}"
+    def _public_base(self, request: Request | None) -> str:
+        """``SCHEME://HOST[:PORT]`` as the client reached this endpoint.
+
+        The request's ``Host`` (already checked by the guard), or behind a trusted proxy its
+        ``X-Forwarded-Host`` and ``X-Forwarded-Proto``; the bound address if there is none.
+        """
+        scheme, authority = self.endpoint.scheme, self.endpoint.authority
+        if request is None:
+            return f"{scheme}://{authority}"
+        host = request.header(b"host")
+        if self.http.trust_proxy:
+            forwarded_host = request.header(b"x-forwarded-host")
+            forwarded_proto = request.header(b"x-forwarded-proto")
+            if forwarded_host is not None:
+                host = forwarded_host.split(b",")[0].strip()
+            if forwarded_proto is not None:
+                proto = forwarded_proto.split(b",")[0].strip().lower()
+                scheme = proto.decode("latin-1") if proto in (b"http", b"https") else scheme
+        if host:
+            authority = host.decode("latin-1")
+        return f"{scheme}://{authority}"
 
     async def _metadata(self, call: HttpCall) -> None:
         if call.request.method != "GET":
             raise method_not_allowed(b"GET")
         document = dict(self.http.resource_metadata or {})
-        document.setdefault("resource", str(self.endpoint))
+        document.setdefault("resource", self._public_base(call.request) + self.endpoint.path)
         await call.respond(200, [(b"content-type", b"application/json")], json.dumps(document).encode())
 
     def _cors_headers(self, request: Request) -> tuple[tuple[bytes, bytes], ...]:

@@ -514,6 +514,26 @@ async def test_the_oauth_metadata_document_is_served_and_named_by_401_answers() 
             assert "resource_metadata=" in (refused.header("www-authenticate") or "")
 
 
+async def test_behind_a_trusted_proxy_the_metadata_names_the_public_https_url() -> None:
+    with trio.fail_after(TIMEOUT):
+        metadata = {"authorization_servers": ["https://auth.example"]}
+        options = HttpOptions(trust_proxy=True, resource_metadata=metadata)
+        forwarded = [("x-forwarded-host", "mcp.example"), ("x-forwarded-proto", "https")]
+        async with http_bridge(
+            http=options, tokens=TokenSet.of([(TOKEN, "test")]), allow_hosts=frozenset({"mcp.example"})
+        ) as port:
+            client = await RawHttp.open(port)
+            document = await client.request("GET", "/.well-known/oauth-protected-resource/mcp", forwarded)
+            assert document.json()["resource"] == "https://mcp.example/mcp"
+            refused = await post(port, initialize(), forwarded)
+            assert refused.status == 401
+            challenge = refused.header("www-authenticate") or ""
+            assert (
+                'resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/mcp"'
+                in challenge
+            )
+
+
 async def test_behind_a_trusted_proxy_the_forwarded_host_is_the_one_checked() -> None:
     with trio.fail_after(TIMEOUT):
         async with http_bridge(
