@@ -3,8 +3,8 @@
 Task tree (one visible tree, trio style)::
 
     Daemon.run
-    ├── accepting: trio.serve_listeners over every listener   (cancelled when stopping)
-    └── connections: one _handle task per accepted channel
+    ├── accepting: serve_listeners over every listener        (cancelled when stopping)
+    └── connections: one _handle task per accepted channel (and an HTTP listener's connections)
         └── open_child → Relay.run                             (its own nursery of pumps)
 
 A graceful stop (:meth:`Daemon.stop`, which the CLI calls on SIGTERM/SIGINT) closes the listeners,
