@@ -7,6 +7,7 @@ bridge is not a connection but a session, a request or an SSE stream (see
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import ssl
@@ -36,6 +37,11 @@ from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listene
 from ._tls import server_context
 
 logger = logging.getLogger("channels.http")
+
+# What trio.serve_listeners treats as "out of resources, try again": the process or system is out
+# of file descriptors, or the kernel of buffer memory.
+ACCEPT_CAPACITY_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY = 0.1  # seconds, as trio.serve_listeners sleeps
 
 
 @final
@@ -89,21 +95,43 @@ class HttpListener(MessageListener):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(service.mcp.reap_idle_sessions)
-                nursery.start_soon(service.ticker.run)
+                service.start_ticker(handler_nursery)
                 task_status.started()
                 while True:
-                    if self._unix:  # an activated Unix socket: a local reverse proxy's
-                        stream: trio.abc.Stream = await self._listener.accept()
-                        peer = PeerInfo(service.endpoint.scheme, self._address)
-                    else:
-                        stream, peer = await accept_tcp(
-                            self._listener, service.endpoint.scheme, self._ssl_context, https_compatible=True
-                        )
+                    # At most MAX_CONNECTIONS TCP connections at once: beyond, new ones wait in
+                    # the kernel's backlog rather than cost memory and file descriptors here.
+                    slot = await service.connection_slot()
+                    try:
+                        stream, peer = await self._accept()
+                    except BaseException:
+                        service.release_slot(slot)
+                        raise
                     handler_nursery.start_soon(
-                        service.serve_connection, stream, peer, handler, handler_nursery
+                        service.serve_connection, stream, peer, handler, handler_nursery, slot
                     )
         finally:
             service.stop()
+
+    async def _accept(self) -> tuple[trio.abc.Stream, PeerInfo]:
+        """The next connection.
+
+        Retried after a pause when out of file descriptors (EMFILE...), as
+        ``trio.serve_listeners`` does, so that a connection flood never ends the daemon.
+        """
+        while True:
+            try:
+                if self._unix:  # an activated Unix socket: a local reverse proxy's
+                    return await self._listener.accept(), PeerInfo(
+                        self._service.endpoint.scheme, self._address
+                    )
+                return await accept_tcp(
+                    self._listener, self._service.endpoint.scheme, self._ssl_context, https_compatible=True
+                )
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRORS:
+                    raise
+                logger.error("%s: accept failed (%s); retrying in %gs", self._address, exc, ACCEPT_RETRY)
+                await trio.sleep(ACCEPT_RETRY)
 
     async def aclose(self) -> None:
         await self._listener.aclose()

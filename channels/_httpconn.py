@@ -21,7 +21,7 @@ two never read at once. A client that pipelines its next request meanwhile loses
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 
 import attrs
@@ -64,6 +64,7 @@ class Request:
         headers: every header, names lower-case, in order, ``Host`` included.
         body: the whole body.
         http_version: ``"1.1"`` or ``"1.0"``.
+        credential: the label of the token the head check accepted, if one was asked for.
     """
 
     method: str
@@ -71,6 +72,7 @@ class Request:
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
     http_version: str = "1.1"
+    credential: str | None = None
 
     @property
     def path(self) -> str:
@@ -89,11 +91,25 @@ class Request:
 
 
 class BadRequest(Exception):
-    """A request that cannot be read: answered with ``status`` and the connection closed."""
+    """A request that cannot be read, or is refused on its head alone.
 
-    def __init__(self, status: int, message: str) -> None:
+    It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
+    text) and the connection is closed, its body unread.
+    """
+
+    def __init__(
+        self, status: int, message: str, *, headers: Headers = (), body: bytes | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers
+        self.body = body
+
+
+HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]
+"""Called with a request's method, target and headers as soon as its head is in, before its body
+is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to refuse it (Host, Origin,
+token), or the label of the token it presented (``None`` if none is asked for)."""
 
 
 @attrs.frozen
@@ -122,8 +138,10 @@ class _Parsing:
     and raised by the caller after ``feed_data``.
     """
 
-    def __init__(self, max_body: int) -> None:
+    def __init__(self, max_body: int, check_head: HeadCheck | None) -> None:
         self.max_body = max_body
+        self.check_head = check_head
+        self.credential: str | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.done: collections.deque[tuple[Request, bool]] = collections.deque()
         self.error: BadRequest | None = None
@@ -146,10 +164,17 @@ class _Parsing:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        if not self.head_done:  # trailers of a chunked body are dropped: no limit counts them
+            self._headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
         self.head_done = True
+        if self.check_head is not None:
+            outcome = self.check_head(self.parser.get_method(), self._url, self._headers)
+            if isinstance(outcome, BadRequest):
+                self.error = outcome
+                return
+            self.credential = outcome
         for name, value in self._headers:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
                 self.error = BadRequest(
@@ -173,6 +198,7 @@ class _Parsing:
             tuple(self._headers),
             bytes(self._body),
             parser.get_http_version(),
+            self.credential,
         )
         self._body = bytearray()  # not kept until the next request begins
         self.done.append((request, parser.should_keep_alive()))
@@ -185,13 +211,18 @@ class HttpConnection:
     Args:
         stream: the connection (TLS already negotiated), owned from now on.
         limits: timeouts and the body limit.
+        check_head: run on each request's head before its body is read (see :data:`HeadCheck`).
     """
 
-    def __init__(self, stream: trio.abc.Stream, limits: ConnectionLimits) -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, limits: ConnectionLimits, check_head: HeadCheck | None = None
+    ) -> None:
         self.stream = stream
         self.limits = limits
-        self._parsing = _Parsing(limits.max_body)
+        self._parsing = _Parsing(limits.max_body, check_head)
         self._unparsed = bytearray()  # read while a response was pending, parsed with the next
+        self._upgraded = False  # an Upgrade request or a parse error: parse nothing more
+        self._deferred: BadRequest | None = None  # a parse error behind complete requests
         self._send_fd = send_fd_getter(stream)
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._peer_closed = False
@@ -242,13 +273,18 @@ class HttpConnection:
             data, self._unparsed = bytes(self._unparsed), bytearray()
             self._feed(data)
         while not parsing.done:
+            if self._deferred is not None:
+                raise self._deferred
+            if self._upgraded:
+                return None
             if parsing.started and self.phase == "idle":
                 self.phase, self.read_deadline = "head", trio.current_time() + self.limits.head_timeout
             if parsing.head_done and self.phase != "body":
                 self.phase, self.read_deadline = "body", trio.current_time() + self.limits.body_timeout
                 if parsing.expects_continue:
                     parsing.expects_continue = False
-                    await self._send(CONTINUE)
+                    if not self._http10_head():
+                        await self._send(CONTINUE)
             data = await self._receive(expect_wait=not first and not parsing.started)
             if not data:
                 if parsing.started:
@@ -264,6 +300,11 @@ class HttpConnection:
         return request
 
     @property
+    def waiting_for_request(self) -> bool:
+        """Reading, and no byte of the next request has come (a keep-alive or new connection)."""
+        return self.phase in ("idle", "head") and not self._parsing.started and not self._unparsed
+
+    @property
     def deadline(self) -> float:
         """When the current read phase must end (a :class:`~channels._ticker.Waiter`)."""
         return self.read_deadline
@@ -277,24 +318,51 @@ class HttpConnection:
         """Why the read that :attr:`read_deadline` ended failed: 408, or ``None`` if it was idle."""
         if self.phase == "body":
             return BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
-        if self.phase == "head":
+        if self.phase == "head" and (self._parsing.started or self._unparsed):
             return BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
-        return None
+        return None  # idle, or connected and silent: closed without a word
 
     def _feed(self, data: bytes) -> None:
         parsing = self._parsing
+        if self._upgraded:
+            return  # after an Upgrade request nothing more is parsed: the connection closes
         try:
             parsing.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            pass  # an Upgrade request is answered as a plain one (this endpoint upgrades nothing)
+            # llhttp stops at the head of an Upgrade request and hands the rest over as another
+            # protocol's bytes. This endpoint upgrades nothing: a request without a body is
+            # answered as a plain one, then the connection closes; one with a body cannot be
+            # framed, so it is refused (never parsing its body as the next request).
+            self._upgraded = True
+            self._keep_alive = False
+            if not parsing.done or self._declares_body(parsing.done[-1][0]):
+                parsing.done.clear()
+                raise BadRequest(400, "an Upgrade request with a body is not served here") from None
         except httptools.HttpParserError as exc:
-            raise parsing.error or BadRequest(400, f"malformed request: {exc}") from None
+            error = parsing.error or BadRequest(400, f"malformed request: {exc}")
+            if parsing.done:  # complete requests before the bad one are answered first
+                self._deferred = error
+                self._upgraded = True
+                return
+            raise error from None
         if parsing.error is not None:
             raise parsing.error
         if parsing.started and not parsing.head_done:
             parsing.head_bytes += len(data)
             if parsing.head_bytes > MAX_HEAD_BYTES:
                 raise BadRequest(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+
+    def _http10_head(self) -> bool:
+        return self._parsing.parser.get_http_version() == "1.0"
+
+    @staticmethod
+    def _declares_body(request: Request) -> bool:
+        for name, value in request.headers:
+            if name == b"transfer-encoding" or (
+                name == b"content-length" and value.strip() not in (b"", b"0")
+            ):
+                return True
+        return False
 
     async def _receive(self, *, expect_wait: bool = False) -> bytes:
         """The next bytes from the client, ``b""`` once it closed.
@@ -332,11 +400,12 @@ class HttpConnection:
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
+        length = b"" if status in (204, 304) else b"content-length: %d\r\n" % len(body)  # RFC 9110 §8.6
         if self._closes():
             self._keep_alive = False
-            tail = b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)
+            tail = length + b"connection: close\r\n\r\n"
         else:
-            tail = b"content-length: %d\r\n\r\n" % len(body)
+            tail = length + b"\r\n"
         head = self._head(status, headers, tail)
         if self._head_request:
             await self._send(head)
@@ -422,12 +491,15 @@ class HttpConnection:
         """Answer a :class:`BadRequest` (unless a response was begun) and mark the connection done."""
         if not self._streaming:
             self._keep_alive = False
-            try:
-                await self.respond(
-                    error.status,
+            if error.body is not None:
+                headers, body = error.headers, error.body
+            else:
+                headers, body = (
                     [(b"content-type", b"text/plain; charset=utf-8")],
                     (str(error) + "\n").encode(),
                 )
+            try:
+                await self.respond(error.status, headers, body)
             except trio.BrokenResourceError:
                 pass
         self._broken = True

@@ -21,7 +21,7 @@ import trio
 
 from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
 from ._httpexchange import ExchangeChannel
-from ._httpsession import SessionChannel, new_session_id
+from ._httpsession import SessionChannel, id_key, new_session_id
 from ._httpstream import ResponseStream, StreamStyle, parse_event_id, write_response
 from ._jsonrpc import JSONObject
 from ._mcphttp import (
@@ -129,12 +129,17 @@ class McpEndpoint:
                 "Bad Request: no Mcp-Session-Id header; open a session with initialize first",
                 "missing-session",
             )
-        session = self._session(session_id)
+        session = self._session(call, session_id)
         if isinstance(parsed, list) and session.protocol_version not in (None, "2025-03-26"):
             raise refuse(
                 400, -32600, "Invalid Request: batches were removed after 2025-03-26", "batch-not-allowed"
             )
         requests = [message for message in messages if "method" in message and "id" in message]
+        ids = [id_key(message["id"]) for message in requests]
+        if len(set(ids)) != len(ids):
+            raise refuse(
+                400, -32600, "Invalid Request: two requests of the batch share an id", "duplicate-id"
+            )
         for message in requests:
             if message["method"] == "initialize":
                 raise refuse(
@@ -182,9 +187,14 @@ class McpEndpoint:
         self._post_header_checks[key] = refusal
         return refusal
 
-    def _session(self, session_id: bytes) -> SessionChannel:
+    def _session(self, call: HttpCall, session_id: bytes) -> SessionChannel:
+        """The live session ``session_id`` names, opened with the same token as this request's.
+
+        A session is bound to the credential that opened it (spec digest §6.20): another token
+        holder who learnt the id gets 404, as for an unknown session.
+        """
         session = self.sessions.get(session_id.decode("latin-1"))
-        if session is None or session.closed or session.ended:
+        if session is None or session.closed or session.ended or session.peer.credential != call.credential:
             raise _unknown_session()
         return session
 
@@ -237,17 +247,19 @@ class McpEndpoint:
             )
         if session_id is None:
             raise refuse(400, -32000, "Bad Request: no Mcp-Session-Id header", "missing-session")
-        session = self._session(session_id)
+        session = self._session(call, session_id)
         stream = session.standalone
         last = request.header(b"last-event-id")
+        parsed = parse_event_id(last.decode("latin-1")) if last is not None else None
         if last is not None:
-            parsed = parse_event_id(last.decode("latin-1"))
             found = session.streams.get(parsed[0]) if parsed else None
-            if found is None or parsed is None or not found.rewind(parsed[1]):
+            if found is None:
                 raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
             stream = found
-        if stream.attached:
+        if stream.attached:  # checked before any rewind: the open response must not send twice
             raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
+        if parsed is not None and not stream.rewind(parsed[1]):
+            raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
         await self._write(call, stream, session, json_allowed=False)
 
     async def _delete(self, call: HttpCall) -> None:
@@ -256,7 +268,7 @@ class McpEndpoint:
             if _version(call.request) not in (None, *LEGACY_VERSIONS):
                 raise method_not_allowed(call.allow(b"POST"), "2026-07-28 has no sessions to delete")
             raise refuse(400, -32000, "Bad Request: no Mcp-Session-Id header", "missing-session")
-        session = self._session(session_id)
+        session = self._session(call, session_id)
         del self.sessions[session.session_id]
         logger.debug("%s: session %s deleted", session.peer, session.session_id[:8])
         session.end()

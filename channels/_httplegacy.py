@@ -74,7 +74,7 @@ class LegacySse:
         if not ids:
             raise refuse(400, -32000, "Bad Request: session_id is missing", "missing-session")
         channel = self.channels.get(ids[0])
-        if channel is None:
+        if channel is None or channel.peer.credential != call.credential:  # bound to its token
             raise refuse(404, -32001, "Session not found", "unknown-session")
         content_type = request.header(b"content-type") or b""
         if not content_type.lower().startswith(b"application/json"):

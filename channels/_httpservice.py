@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 import attrs
 import trio
@@ -59,7 +60,11 @@ CORS_ALLOW_HEADERS = (
     b"mcp-method, mcp-name"
 )
 CORS_EXPOSE_HEADERS = b"mcp-session-id, mcp-protocol-version"
-CORS_MAX_AGE = b"600"  # seconds a browser may remember a preflight (Chromium caps it at 7200)
+CORS_MAX_AGE = b"600"
+# TCP connections one HTTP address serves at once; more wait in the kernel's listen backlog.
+# Each costs a file descriptor and a task; systemd's default soft limit is 1024 descriptors, and
+# children and their pipes need some too.
+MAX_CONNECTIONS = 512  # seconds a browser may remember a preflight (Chromium caps it at 7200)
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -97,6 +102,28 @@ class HttpService:
         }
         self.stopping = False
         self.ticker = Ticker()
+        self._slots = trio.CapacityLimiter(MAX_CONNECTIONS)
+        self._ticking = False
+
+    async def connection_slot(self) -> object:
+        """Wait for room for one more TCP connection; give the token back to :meth:`release_slot`."""
+        slot = object()
+        await self._slots.acquire_on_behalf_of(slot)
+        return slot
+
+    def release_slot(self, slot: object) -> None:
+        self._slots.release_on_behalf_of(slot)
+
+    def start_ticker(self, nursery: trio.Nursery) -> None:
+        """Run the deadlines' ticker in ``nursery`` (the bridge's handler nursery), once.
+
+        It lives beside the connections, not the accept loop: a graceful stop cancels accepting,
+        while reads and first answers in progress still need their deadlines. It ends once the
+        service is stopping and no connection is left.
+        """
+        if not self._ticking:
+            self._ticking = True
+            nursery.start_soon(self.ticker.run, lambda: self.stopping and self._slots.borrowed_tokens == 0)
 
     def session_count(self) -> int:
         """Legacy sessions and 2024-11-05 streams open now (they share ``max_sessions``)."""
@@ -108,7 +135,7 @@ class HttpService:
         """Stop taking requests: idle keep-alive connections close, new requests get 503."""
         self.stopping = True
         for waiter in self.ticker.waiters():
-            if isinstance(waiter, HttpConnection) and waiter.phase == "idle":
+            if isinstance(waiter, HttpConnection) and waiter.waiting_for_request:
                 self.ticker.discard(waiter)
                 waiter.expire()
 
@@ -118,9 +145,13 @@ class HttpService:
         peer: PeerInfo,
         handler: IncomingHandler,
         nursery: trio.Nursery,
+        slot: object = None,
     ) -> None:
-        """Serve one TCP connection's requests until it closes; closes ``stream``."""
-        connection = HttpConnection(stream, self.limits)
+        """Serve one TCP connection's requests until it closes.
+
+        Closes ``stream`` and gives back ``slot`` (its place among :data:`MAX_CONNECTIONS`).
+        """
+        connection = HttpConnection(stream, self.limits, partial(self._check_head, peer))
         try:
             if isinstance(stream, trio.SSLStream):
                 with trio.move_on_after(self.options.handshake_timeout) as deadline:
@@ -143,6 +174,8 @@ class HttpService:
                         self.ticker.discard(connection)
                     if request is None:
                         return
+                    if reading.cancel_called:
+                        return  # it came just as its deadline passed: not served, the connection closes
                     first = False
                     connection.closing = self.stopping
                     await self._dispatch(connection, request, peer, handler, nursery)
@@ -162,6 +195,8 @@ class HttpService:
             logger.exception("%s: internal error; HTTP connection closed", peer)
         finally:
             await connection.aclose()
+            if slot is not None:
+                self.release_slot(slot)
 
     # --- routing -------------------------------------------------------------------------
 
@@ -180,20 +215,13 @@ class HttpService:
             message = f"Not Found: the MCP endpoint is {self.endpoint.path}"
             await self._refuse(connection, HttpRefusal(404, -32000, message, "not-found"))
             return
-        host = request.header(b"host")
         if self.http.trust_proxy:
-            host, peer = _forwarded(request, host, peer)
+            peer = _forwarded_for(request, peer)
         cors = self._cors_headers(request)
         if request.method == "OPTIONS" and cors:
-            await connection.respond(204, [*cors, *PREFLIGHT_HEADERS])
+            await connection.respond(204, [*cors, *_preflight_headers(request)])
             return
-        outcome = (self.open_guard if metadata else self.guard).check(
-            host.decode("latin-1") if host is not None else None, request.headers
-        )
-        if isinstance(outcome, Rejection):
-            logger.info("%s: %s %s refused: %s", peer, request.method, path, outcome.message)
-            await self._refuse(connection, outcome, cors, request)
-            return
+        outcome = request.credential
         call = HttpCall(connection, request, peer, outcome, handler, nursery, cors)
         try:
             if metadata:
@@ -204,46 +232,82 @@ class HttpService:
                 assert route is not None
                 await route(call)
         except Refused as exc:
-            await self._refuse(connection, exc.refusal, cors, request)
+            await self._refuse(connection, exc.refusal, cors)
+
+    def _check_head(
+        self, peer: PeerInfo, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> BadRequest | str | None:
+        """Host, Origin and token, on the head alone (see :data:`~channels._httpconn.HeadCheck`).
+
+        So a refused client never gets ``100 Continue`` nor has its body read into memory.
+        """
+        path = target.partition(b"?")[0].decode("latin-1")
+        origins = [value for name, value in headers if name == b"origin"]
+        cors = self._cors_for(origins[0] if len(origins) == 1 else None)
+        if method == b"OPTIONS" and cors:
+            return None  # a CORS preflight: answered as such, it reaches nothing
+        hosts = [value for name, value in headers if name == b"host"]
+        host = hosts[0] if len(hosts) == 1 else None
+        if self.http.trust_proxy:
+            forwarded = [value for name, value in headers if name == b"x-forwarded-host"]
+            if len(forwarded) == 1:
+                host = forwarded[0].split(b",")[0].strip()
+        metadata = path == self.metadata_path and self.http.resource_metadata is not None
+        outcome = (self.open_guard if metadata else self.guard).check(
+            host.decode("latin-1") if host is not None else None, headers
+        )
+        if not isinstance(outcome, Rejection):
+            return outcome
+        if self.http.trust_proxy:
+            forwarded_for = [value for name, value in headers if name == b"x-forwarded-for"]
+            if len(forwarded_for) == 1:
+                peer = attrs.evolve(peer, address=forwarded_for[0].split(b",")[0].strip().decode("latin-1"))
+        logger.info("%s: %s %s refused: %s", peer, method.decode("latin-1", "replace"), path, outcome.message)
+        status, response_headers, body = outcome.status, outcome.headers(), outcome.body()
+        if status == 401 and self.http.resource_metadata is not None:
+            base = self._public_base_of(host, headers)
+            challenge = f'Bearer resource_metadata="{base}{self.metadata_path}"'
+            response_headers = [
+                (name, value) for name, value in response_headers if name != b"www-authenticate"
+            ]
+            response_headers.append((b"www-authenticate", challenge.encode()))
+        return BadRequest(status, outcome.message, headers=[*response_headers, *cors], body=body)
 
     async def _refuse(
         self,
         connection: HttpConnection,
         refusal: Rejection | HttpRefusal,
         cors: Headers = (),
-        request: Request | None = None,
     ) -> None:
         if isinstance(refusal, Rejection):
             status, headers, body = refusal.status, refusal.headers(), refusal.body()
         else:
             status, headers, body = refusal.status, refusal.response_headers(), refusal.body()
-        if status == 401 and self.http.resource_metadata is not None:
-            headers = [(name, value) for name, value in headers if name != b"www-authenticate"]
-            challenge = f'Bearer resource_metadata="{self._public_base(request)}{self.metadata_path}"'
-            headers.append((b"www-authenticate", challenge.encode()))
         await connection.respond(status, [*headers, *cors], body)
 
-    def _public_base(self, request: Request | None) -> str:
-        """``SCHEME://HOST[:PORT]`` as the client reached this endpoint.
-
-        The request's ``Host`` (already checked by the guard), or behind a trusted proxy its
-        ``X-Forwarded-Host`` and ``X-Forwarded-Proto``; the bound address if there is none.
-        """
+    def _public_base_of(self, host: bytes | None, headers: Sequence[tuple[bytes, bytes]]) -> str:
+        """``SCHEME://HOST[:PORT]`` for the Host ``host``, with a trusted ``X-Forwarded-Proto``."""
         scheme, authority = self.endpoint.scheme, self.endpoint.authority
-        if request is None:
-            return f"{scheme}://{authority}"
-        host = request.header(b"host")
         if self.http.trust_proxy:
-            forwarded_host = request.header(b"x-forwarded-host")
-            forwarded_proto = request.header(b"x-forwarded-proto")
-            if forwarded_host is not None:
-                host = forwarded_host.split(b",")[0].strip()
-            if forwarded_proto is not None:
-                proto = forwarded_proto.split(b",")[0].strip().lower()
-                scheme = proto.decode("latin-1") if proto in (b"http", b"https") else scheme
+            protos = [value for name, value in headers if name == b"x-forwarded-proto"]
+            proto = protos[0].split(b",")[0].strip().lower() if len(protos) == 1 else b""
+            if proto in (b"http", b"https"):
+                scheme = proto.decode("latin-1")
         if host:
             authority = host.decode("latin-1")
         return f"{scheme}://{authority}"
+
+    def _public_base(self, request: Request) -> str:
+        """``SCHEME://HOST[:PORT]`` as the client reached this endpoint.
+
+        The request's ``Host`` (already checked), or behind a trusted proxy ``X-Forwarded-Host``
+        and ``X-Forwarded-Proto``.
+        """
+        host = request.header(b"host")
+        if self.http.trust_proxy:
+            forwarded = request.header(b"x-forwarded-host")
+            host = forwarded.split(b",")[0].strip() if forwarded is not None else host
+        return self._public_base_of(host, request.headers)
 
     async def _metadata(self, call: HttpCall) -> None:
         if call.request.method != "GET":
@@ -253,7 +317,9 @@ class HttpService:
         await call.respond(200, [(b"content-type", b"application/json")], json.dumps(document).encode())
 
     def _cors_headers(self, request: Request) -> tuple[tuple[bytes, bytes], ...]:
-        origin = request.header(b"origin")
+        return self._cors_for(request.header(b"origin"))
+
+    def _cors_for(self, origin: bytes | None) -> tuple[tuple[bytes, bytes], ...]:
         if origin is None or origin.decode("latin-1").lower().rstrip("/") not in self.http.cors_origins:
             return ()
         return (
@@ -263,19 +329,24 @@ class HttpService:
         )
 
 
-PREFLIGHT_HEADERS = (
-    (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
-    (b"access-control-allow-headers", CORS_ALLOW_HEADERS),
-    (b"access-control-max-age", CORS_MAX_AGE),
-)
+def _preflight_headers(request: Request) -> list[tuple[bytes, bytes]]:
+    """A preflight's answer: the MCP headers, plus the ``Mcp-Param-*`` ones it asks for.
+
+    Those are named after a tool's ``x-mcp-header`` annotations, which no fixed list can hold.
+    """
+    asked = request.header(b"access-control-request-headers") or b""
+    params = [name.strip() for name in asked.lower().split(b",") if name.strip().startswith(b"mcp-param-")]
+    allowed = b", ".join([CORS_ALLOW_HEADERS, *params])
+    return [
+        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+        (b"access-control-allow-headers", allowed),
+        (b"access-control-max-age", CORS_MAX_AGE),
+    ]
 
 
-def _forwarded(request: Request, host: bytes | None, peer: PeerInfo) -> tuple[bytes | None, PeerInfo]:
-    """Behind a trusted proxy: the Host the client asked for and the client's address."""
-    forwarded_host = request.header(b"x-forwarded-host")
-    if forwarded_host is not None:
-        host = forwarded_host.split(b",")[0].strip()
+def _forwarded_for(request: Request, peer: PeerInfo) -> PeerInfo:
+    """Behind a trusted proxy: the client's address, from ``X-Forwarded-For``."""
     forwarded_for = request.header(b"x-forwarded-for")
-    if forwarded_for is not None:
-        peer = attrs.evolve(peer, address=forwarded_for.split(b",")[0].strip().decode("latin-1"))
-    return host, peer
+    if forwarded_for is None:
+        return peer
+    return attrs.evolve(peer, address=forwarded_for.split(b",")[0].strip().decode("latin-1"))

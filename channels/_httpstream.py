@@ -57,16 +57,41 @@ class EventBudget:
     used: int = 0
     on_empty: Callable[[ResponseStream], object] | None = None
     _order: collections.deque[ResponseStream] = attrs.field(factory=collections.deque)
+    _compact_at: int = 1024  # ORDER_SLACK
 
     def charge(self, stream: ResponseStream, size: int) -> None:
         """``stream`` keeps a written event of ``size`` bytes; drop the oldest kept over the limit."""
         self.used += size
         self._order.append(stream)
+        if len(self._order) > self._compact_at:  # amortised: the check is linear
+            self._compact()
+            self._compact_at = 2 * len(self._order) + ORDER_SLACK
         while self.used > self.limit and self._order:
             oldest = self._order.popleft()
             self.used -= oldest.forget_oldest()
             if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.pending():
                 self.on_empty(oldest)
+
+    def _kept_events(self) -> int:
+        return sum(stream.kept for stream in set(self._order))
+
+    def _compact(self) -> None:
+        """Drop the entries resumptions left behind.
+
+        A rewound event is charged again when it is written again; each stream keeps as many
+        entries, its newest, as it has kept events.
+        """
+        seen: collections.Counter[ResponseStream] = collections.Counter()
+        kept: list[ResponseStream] = []
+        for stream in reversed(self._order):
+            if seen[stream] < stream.kept:
+                seen[stream] += 1
+                kept.append(stream)
+        self._order = collections.deque(reversed(kept))
+
+
+# Entries the budget's order may hold beyond twice its kept events before it is compacted.
+ORDER_SLACK = 1024
 
 
 @attrs.define(eq=False)
@@ -124,6 +149,7 @@ class ResponseStream:
         self.queued_bytes = 0  # of the events not written yet
         self.ended = False  # no more messages will come
         self.nudged = False  # wake a waiter without anything to write (its deadline passed)
+        self.abandoned = False  # the response writing it ended early; see abandon()
         self.attached = False  # an HTTP response is writing this stream now
         self._changed = trio.Event()
 
@@ -152,6 +178,8 @@ class ResponseStream:
         self.queued_bytes += len(data)
         if self.backlog is not None:
             self.backlog.add(len(data))
+        if self.abandoned:
+            self.abandon()
         if final:
             self.finals_left -= 1
             if self.finals_left == 0:
@@ -162,6 +190,25 @@ class ResponseStream:
         """No more messages will come (the session or channel ended)."""
         self.ended = True
         self._changed.set()
+
+    def abandon(self) -> None:
+        """The response writing this stream ended before it did (the client left).
+
+        What was not written stops counting against the backlog (nobody is reading it, and the
+        bridge must not wait for them): a resumable stream keeps it for a ``Last-Event-ID``
+        resumption, charged to the replay budget like written events; another drops it. Later
+        messages go the same way until a response takes the stream again.
+        """
+        self.abandoned = True
+        while self._queue:
+            event = self._queue.popleft()
+            size = len(event[1])
+            self.queued_bytes -= size
+            if self.backlog is not None:
+                self.backlog.remove(size)
+            if self.budget is not None:
+                self._kept.append(event)
+                self.budget.charge(self, size + EVENT_OVERHEAD)
 
     def drop_oldest_unwritten(self) -> int:
         """Drop the oldest event not yet written (nobody is reading); return its size."""
@@ -303,6 +350,7 @@ async def write_response(
         first_events: raw SSE bytes to send first (the legacy ``endpoint`` event).
     """
     stream.attached = True
+    stream.abandoned = False
     try:
         if style.json_allowed and not first_events and await _answer_as_json(connection, stream, style):
             return True
@@ -318,8 +366,11 @@ async def write_response(
             nursery.start_soon(watch)
             await _write_events(connection, stream, style, first_events)
             nursery.cancel_scope.cancel()
+        if left:
+            stream.abandon()
         return not left
     except trio.BrokenResourceError:
+        stream.abandon()
         return False
     finally:
         stream.attached = False

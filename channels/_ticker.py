@@ -9,7 +9,8 @@ seconds and expires those whose deadline passed. A deadline fires up to one tick
 
 from __future__ import annotations
 
-from typing import NoReturn, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
@@ -44,9 +45,9 @@ class Ticker:
     def waiters(self) -> list[Waiter]:
         return list(self._waiters)
 
-    async def run(self) -> NoReturn:
-        """Check the deadlines every tick, until cancelled."""
-        while True:
+    async def run(self, done: Callable[[], bool] = lambda: False) -> None:
+        """Check the deadlines every tick, until cancelled or ``done()``."""
+        while not done():
             await trio.sleep(self.tick)
             now = trio.current_time()
             for waiter in [waiter for waiter in self._waiters if waiter.deadline <= now]:

@@ -19,7 +19,7 @@ from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, TokenSet, connect
 
 from conftest import TlsFiles, call, example_server, poll, request, running_bridge
-from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, post
+from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, parse_events, post
 
 TIMEOUT = 20
 LEGACY = "2025-06-18"
@@ -783,3 +783,116 @@ async def test_an_https_listener_serves_a_session_to_a_client_that_verifies_its_
                 await channel.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
                 await channel.send(call(2, "echo", text="over https"))
                 assert (await channel.receive())["result"]["content"][0]["text"] == "over https"
+
+
+# -- found in review --------------------------------------------------------------------------
+
+
+OTHER_TOKEN = "http-other-token-Qw5zRt8yUi3oPa7s"
+
+
+async def test_a_client_with_a_bad_token_gets_401_before_its_body_is_read_or_continued() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(tokens=TokenSet.of([(TOKEN, "test")])) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n"
+                b"Content-Length: 1000000\r\n\r\n"
+            )
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 401")  # no "100 Continue" first
+
+
+async def test_a_token_sent_only_as_a_chunked_trailer_is_not_accepted() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(tokens=TokenSet.of([(TOKEN, "test")])) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            body = json.dumps(initialize()).encode()
+            await stream.send_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + b"%x\r\n%s\r\n0\r\nAuthorization: Bearer %s\r\n\r\n"
+                % (len(body), body, TOKEN.encode())
+            )
+            answer = await stream.receive_some(65536)
+            assert answer.startswith(b"HTTP/1.1 401")
+
+
+async def test_an_upgrade_request_with_a_body_is_refused_and_its_body_never_parsed_as_a_request() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            smuggled = b"GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: other\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(smuggled), smuggled)
+            )
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 400") and answer.count(b"HTTP/1.1 ") == 1
+
+
+async def test_a_batch_whose_requests_share_an_id_is_refused_with_400() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port, "2025-03-26")
+            response = await session.post([call(7, "echo", text="a"), call(7, "echo", text="b")])
+            assert response.status == 400
+            assert response.json()["error"]["data"]["reason"] == "duplicate-id"
+
+
+async def test_resuming_a_stream_that_is_still_open_gets_409_and_the_open_stream_sends_nothing_twice() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port, RESUMING)
+            message = call(5, "sleep", seconds=0.3)
+            message["params"]["_meta"] = {"progressToken": "t"}
+            open_stream = await RawHttp.open(port)
+            await open_stream.send_request("POST", "/mcp", session.headers(), json.dumps(message).encode())
+            assert (await open_stream.read_head())[0] == 200
+            events, pending = await open_stream.next_events()
+            while not [event for event in events if event.get("data")]:
+                more, pending = await open_stream.next_events(pending)
+                events += more
+            progress = next(event for event in events if event.get("data"))
+            client = await RawHttp.open(port)
+            headers = [
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.id),
+                ("last-event-id", events[0]["id"]),
+            ]
+            assert (await client.request("GET", "/mcp", headers)).status == 409
+            rest = pending
+            while (chunk := await open_stream.read_chunk()) is not None:
+                rest += chunk
+            ids = [event.get("id") for event in parse_events(rest)[0] if event.get("data")]
+            assert progress["id"] not in ids and len(ids) == len(set(ids))
+
+
+async def test_a_session_cannot_be_used_with_another_token_than_the_one_that_opened_it() -> None:
+    with trio.fail_after(TIMEOUT):
+        tokens = TokenSet.of([(TOKEN, "alice"), (OTHER_TOKEN, "bob")])
+        async with http_bridge(tokens=tokens) as port:
+            alice = [("authorization", f"Bearer {TOKEN}")]
+            opened = await post(port, initialize(), alice)
+            session = [("mcp-session-id", opened.header("mcp-session-id") or "")]
+            bob = [("authorization", f"Bearer {OTHER_TOKEN}"), *session]
+            assert (await post(port, call(2, "echo", text="x"), bob)).status == 404
+            assert (await post(port, call(2, "echo", text="x"), [*alice, *session])).status == 200
+
+
+async def test_a_connection_that_never_sent_a_byte_does_not_hold_up_a_graceful_stop() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(example_server(), ["http://127.0.0.1:0/mcp"]) as daemon:
+            silent = await trio.open_tcp_stream("127.0.0.1", port_of(daemon))
+            await open_session(port_of(daemon))
+            daemon.stop()
+            with trio.fail_after(3):  # the drain is 10 s: waiting on the silent client would show
+                await daemon.wait_stopped()
+            assert await silent.receive_some(1) == b""
