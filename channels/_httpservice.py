@@ -242,16 +242,24 @@ class HttpService:
         So a refused client never gets ``100 Continue`` nor has its body read into memory.
         """
         path = target.partition(b"?")[0].decode("latin-1")
-        origins = [value for name, value in headers if name == b"origin"]
-        cors = self._cors_for(origins[0] if len(origins) == 1 else None)
+        host: bytes | None = None
+        hosts = origins = 0
+        forwarded: list[bytes] = []
+        origin = None
+        for name, value in headers:  # one pass: this runs for every request
+            if name == b"host":
+                host, hosts = value, hosts + 1
+            elif name == b"origin":
+                origin, origins = value, origins + 1
+            elif name == b"x-forwarded-host":
+                forwarded.append(value)
+        if hosts != 1:
+            host = None
+        cors = self._cors_for(origin) if origins == 1 else ()
         if method == b"OPTIONS" and cors:
             return None  # a CORS preflight: answered as such, it reaches nothing
-        hosts = [value for name, value in headers if name == b"host"]
-        host = hosts[0] if len(hosts) == 1 else None
-        if self.http.trust_proxy:
-            forwarded = [value for name, value in headers if name == b"x-forwarded-host"]
-            if len(forwarded) == 1:
-                host = forwarded[0].split(b",")[0].strip()
+        if self.http.trust_proxy and len(forwarded) == 1:
+            host = forwarded[0].split(b",")[0].strip()
         metadata = path == self.metadata_path and self.http.resource_metadata is not None
         outcome = (self.open_guard if metadata else self.guard).check(
             host.decode("latin-1") if host is not None else None, headers
