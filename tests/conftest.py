@@ -306,14 +306,20 @@ def bridge_argv(*args: str) -> list[str]:
 
 
 @asynccontextmanager
-async def bridge_process(*args: str, listeners: int = 1) -> AsyncIterator[BridgeProcess]:
+async def bridge_process(
+    *args: str, listeners: int = 1, max_open_files: int | None = None
+) -> AsyncIterator[BridgeProcess]:
     """Start ``python -m bridge ARGS`` and wait until ``listeners`` addresses are bound.
 
     Its stderr is collected in ``stderr_lines`` while the block runs. On exit the process gets
-    SIGTERM if still running, SIGKILL after 10 s, and is always reaped.
+    SIGTERM if still running, SIGKILL after 10 s, and is always reaped. ``max_open_files`` lowers
+    its file descriptor limit (``RLIMIT_NOFILE``).
     """
+    argv = bridge_argv(*args)
+    if max_open_files is not None:  # prlimit(1) would do too; the shell's ulimit is everywhere
+        argv = ["sh", "-c", f'ulimit -n {max_open_files} && exec "$@"', "sh", *argv]
     process = await trio.lowlevel.open_process(
-        bridge_argv(*args),
+        argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -18,7 +18,7 @@ import trio
 from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, TokenSet, connect
 
-from conftest import TlsFiles, call, example_server, poll, request, running_bridge
+from conftest import TlsFiles, bridge_process, call, example_server, poll, request, running_bridge
 from rawhttp import ACCEPT_BOTH, JSON_BODY, POST_HEADERS, RawHttp, Response, parse_events, post
 
 TIMEOUT = 20
@@ -896,3 +896,18 @@ async def test_a_connection_that_never_sent_a_byte_does_not_hold_up_a_graceful_s
             with trio.fail_after(3):  # the drain is 10 s: waiting on the silent client would show
                 await daemon.wait_stopped()
             assert await silent.receive_some(1) == b""
+
+
+async def test_running_out_of_file_descriptors_pauses_accepting_and_never_ends_the_daemon() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process(
+            "--listen", "http://127.0.0.1:0/mcp", "--", *example_server(), max_open_files=64
+        ) as bridge:
+            port = int(bridge.addresses[0].rsplit(":", 1)[1].split("/")[0])
+            flood = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(80)]  # over 64
+            await poll(lambda: any("accept failed" in line for line in bridge.stderr_lines))
+            for stream in flood:
+                await stream.aclose()
+            assert bridge.process.returncode is None
+            response = await post(port, initialize())  # serving again once descriptors are free
+            assert response.status == 200
