@@ -20,28 +20,11 @@ from typing import Any
 import trio
 
 from ._channel import MessageChannel, PeerInfo
-from ._errors import SendTimeout
 from ._httpstream import Backlog, ResponseStream
 from ._jsonrpc import JSONObject, encode
 
 # What a 2024-11-05 SSE channel may hold from POSTs the bridge has not read yet (messages).
 SSE_INBOUND_QUEUE = 64
-# Bytes queued for one response and not written, beyond which the bridge's sends wait: as for a
-# session (channels._httpsession.SESSION_BACKLOG).
-BACKLOG = 8 * 1024 * 1024
-
-
-async def wait_for_room(backlog: Backlog, timeout: float | None) -> None:
-    """Backpressure: wait while more than :data:`BACKLOG` bytes wait for the client.
-
-    Raises:
-        SendTimeout: the client read nothing for ``timeout`` seconds.
-    """
-    if backlog.unwritten > BACKLOG:
-        try:
-            await backlog.wait_room(BACKLOG, timeout)
-        except trio.TooSlowError:
-            raise SendTimeout(f"the client read nothing for {timeout:g}s") from None
 
 
 class ExchangeChannel(MessageChannel):
@@ -104,7 +87,7 @@ class ExchangeChannel(MessageChannel):
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
         if self.closed:
             raise trio.ClosedResourceError("the exchange is closed")
-        await wait_for_room(self.backlog, self.send_timeout)
+        await self.backlog.make_room(self.send_timeout)
         for message in messages:
             self._put(message)
         await trio.lowlevel.checkpoint()
@@ -143,6 +126,7 @@ class SseChannel(MessageChannel):
         self.stream = ResponseStream("0", finals=0, backlog=self.backlog)
         self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](SSE_INBOUND_QUEUE)
         self.closed = False
+        self._left = False
         self.on_close: list[Callable[[SseChannel], Any]] = []
 
     @property
@@ -164,8 +148,6 @@ class SseChannel(MessageChannel):
         """The client closed the event stream: the bridge's next ``receive`` fails."""
         self._inbound_send.close()
         self._left = True
-
-    _left = False
 
     async def receive(self) -> JSONObject:
         if self.closed:
@@ -191,7 +173,7 @@ class SseChannel(MessageChannel):
             raise trio.ClosedResourceError("the SSE channel is closed")
         if self._left:
             raise trio.BrokenResourceError("the client closed the event stream")
-        await wait_for_room(self.backlog, self.send_timeout)
+        await self.backlog.make_room(self.send_timeout)
         for message in messages:
             data = encode(message, newline=False)
             self.bytes_sent += len(data)

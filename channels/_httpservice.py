@@ -37,7 +37,7 @@ import trio
 from ._address import ListenOptions
 from ._channel import PeerInfo
 from ._endpoint import Endpoint
-from ._guard import Rejection, RequestGuard
+from ._guard import Rejection, RequestGuard, header_values
 from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
 from ._httpconn import BadRequest, ConnectionLimits, HttpConnection, Request
 from ._httpendpoint import McpEndpoint
@@ -216,7 +216,7 @@ class HttpService:
             await self._refuse(connection, HttpRefusal(404, -32000, message, "not-found"))
             return
         if self.http.trust_proxy:
-            peer = _forwarded_for(request, peer)
+            peer = _forwarded_for(request.headers, peer)
         cors = self._cors_headers(request)
         if request.method == "OPTIONS" and cors:
             await connection.respond(204, [*cors, *_preflight_headers(request)])
@@ -244,22 +244,16 @@ class HttpService:
         path = target.partition(b"?")[0].decode("latin-1")
         host: bytes | None = None
         hosts = origins = 0
-        forwarded: list[bytes] = []
         origin = None
         for name, value in headers:  # one pass: this runs for every request
             if name == b"host":
                 host, hosts = value, hosts + 1
             elif name == b"origin":
                 origin, origins = value, origins + 1
-            elif name == b"x-forwarded-host":
-                forwarded.append(value)
-        if hosts != 1:
-            host = None
         cors = self._cors_for(origin) if origins == 1 else ()
         if method == b"OPTIONS" and cors:
             return None  # a CORS preflight: answered as such, it reaches nothing
-        if self.http.trust_proxy and len(forwarded) == 1:
-            host = forwarded[0].split(b",")[0].strip()
+        host = self._client_host(host if hosts == 1 else None, headers)
         metadata = path == self.metadata_path and self.http.resource_metadata is not None
         outcome = (self.open_guard if metadata else self.guard).check(
             host.decode("latin-1") if host is not None else None, headers
@@ -267,9 +261,7 @@ class HttpService:
         if not isinstance(outcome, Rejection):
             return outcome
         if self.http.trust_proxy:
-            forwarded_for = [value for name, value in headers if name == b"x-forwarded-for"]
-            if len(forwarded_for) == 1:
-                peer = attrs.evolve(peer, address=forwarded_for[0].split(b",")[0].strip().decode("latin-1"))
+            peer = _forwarded_for(headers, peer)
         logger.info("%s: %s %s refused: %s", peer, method.decode("latin-1", "replace"), path, outcome.message)
         status, response_headers, body = outcome.status, outcome.headers(), outcome.body()
         if status == 401 and self.http.resource_metadata is not None:
@@ -293,12 +285,22 @@ class HttpService:
             status, headers, body = refusal.status, refusal.response_headers(), refusal.body()
         await connection.respond(status, [*headers, *cors], body)
 
-    def _public_base_of(self, host: bytes | None, headers: Sequence[tuple[bytes, bytes]]) -> str:
-        """``SCHEME://HOST[:PORT]`` for the Host ``host``, with a trusted ``X-Forwarded-Proto``."""
+    def _client_host(self, host: bytes | None, headers: Headers) -> bytes | None:
+        """The host the client asked for.
+
+        ``host`` (the one ``Host`` header), or behind a trusted proxy its ``X-Forwarded-Host``.
+        """
+        forwarded = _first_forwarded(headers, b"x-forwarded-host") if self.http.trust_proxy else None
+        return forwarded if forwarded is not None else host
+
+    def _public_base_of(self, host: bytes | None, headers: Headers) -> str:
+        """``SCHEME://HOST[:PORT]`` for the client's host ``host``.
+
+        The scheme is the endpoint's, or behind a trusted proxy its ``X-Forwarded-Proto``.
+        """
         scheme, authority = self.endpoint.scheme, self.endpoint.authority
         if self.http.trust_proxy:
-            protos = [value for name, value in headers if name == b"x-forwarded-proto"]
-            proto = protos[0].split(b",")[0].strip().lower() if len(protos) == 1 else b""
+            proto = (_first_forwarded(headers, b"x-forwarded-proto") or b"").lower()
             if proto in (b"http", b"https"):
                 scheme = proto.decode("latin-1")
         if host:
@@ -308,14 +310,12 @@ class HttpService:
     def _public_base(self, request: Request) -> str:
         """``SCHEME://HOST[:PORT]`` as the client reached this endpoint.
 
-        The request's ``Host`` (already checked), or behind a trusted proxy ``X-Forwarded-Host``
-        and ``X-Forwarded-Proto``.
+        Its checked ``Host``, or behind a trusted proxy ``X-Forwarded-Host`` and
+        ``X-Forwarded-Proto``.
         """
-        host = request.header(b"host")
-        if self.http.trust_proxy:
-            forwarded = request.header(b"x-forwarded-host")
-            host = forwarded.split(b",")[0].strip() if forwarded is not None else host
-        return self._public_base_of(host, request.headers)
+        return self._public_base_of(
+            self._client_host(request.header(b"host"), request.headers), request.headers
+        )
 
     async def _metadata(self, call: HttpCall) -> None:
         if call.request.method != "GET":
@@ -352,9 +352,13 @@ def _preflight_headers(request: Request) -> list[tuple[bytes, bytes]]:
     ]
 
 
-def _forwarded_for(request: Request, peer: PeerInfo) -> PeerInfo:
-    """Behind a trusted proxy: the client's address, from ``X-Forwarded-For``."""
-    forwarded_for = request.header(b"x-forwarded-for")
-    if forwarded_for is None:
-        return peer
-    return attrs.evolve(peer, address=forwarded_for.split(b",")[0].strip().decode("latin-1"))
+def _first_forwarded(headers: Headers, name: bytes) -> bytes | None:
+    """The first entry of a proxy's header ``name``, if it was sent exactly once."""
+    values = header_values(headers, name)
+    return values[0].split(b",")[0].strip() if len(values) == 1 else None
+
+
+def _forwarded_for(headers: Headers, peer: PeerInfo) -> PeerInfo:
+    """Behind a trusted proxy: ``peer`` with the client's address, from ``X-Forwarded-For``."""
+    address = _first_forwarded(headers, b"x-forwarded-for")
+    return peer if address is None else attrs.evolve(peer, address=address.decode("latin-1"))

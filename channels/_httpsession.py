@@ -20,6 +20,7 @@ get 404, which tells a client to initialise again.
 from __future__ import annotations
 
 import collections
+import logging
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -27,18 +28,14 @@ from typing import Any
 import trio
 
 from ._channel import MessageChannel, PeerInfo
-from ._errors import SendTimeout
 from ._httpstream import Backlog, EventBudget, ResponseStream
 from ._jsonrpc import JSONObject, encode
+
+logger = logging.getLogger("channels.http")
 
 # What a session's channel may hold from POSTs the bridge has not read yet (messages): enough for
 # a burst of concurrent POSTs; beyond it a POST waits (backpressure onto the client).
 INBOUND_QUEUE = 64
-# Bytes a session may have queued for its client and not written (what a client that does not
-# read can make the bridge hold): beyond it the bridge's sends wait (backpressure), up to its send
-# timeout. As much as shared mode queues per client (Limits.client_queue_bytes); one message of
-# any size still passes when nothing is queued.
-SESSION_BACKLOG = 8 * 1024 * 1024
 # Bytes of notifications kept for a standalone GET stream nobody has opened (the GET is optional
 # for a client): beyond it the oldest are dropped and counted, rather than stall the session.
 STANDALONE_BACKLOG = 1024 * 1024
@@ -196,13 +193,9 @@ class SessionChannel(MessageChannel):
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
         if self.closed:
             raise trio.ClosedResourceError("the session channel is closed")
-        if self.backlog.unwritten > SESSION_BACKLOG:
-            try:
-                await self.backlog.wait_room(SESSION_BACKLOG, self.send_timeout)
-            except trio.TooSlowError:
-                raise SendTimeout(f"the client read nothing for {self.send_timeout:g}s") from None
-            if self.closed:
-                raise trio.ClosedResourceError("the session channel is closed")
+        await self.backlog.make_room(self.send_timeout)
+        if self.closed:  # while it waited for room
+            raise trio.ClosedResourceError("the session channel is closed")
         for message in messages:
             self._route(message, encode(message, newline=False))
         await trio.lowlevel.checkpoint()
@@ -234,6 +227,12 @@ class SessionChannel(MessageChannel):
         stream.put(data)
         if stream is self.standalone and not stream.attached:
             while stream.queued_bytes > STANDALONE_BACKLOG and stream.drop_oldest_unwritten():
+                if not self.dropped:
+                    logger.warning(
+                        "%s: session %s opened no GET stream; its oldest notifications are dropped",
+                        self.peer,
+                        self.session_id[:8],
+                    )
                 self.dropped += 1
 
     def _route_unrelated(self) -> ResponseStream:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
+from ._errors import SendTimeout
 from ._httpconn import HttpConnection
 from ._sse import KEEPALIVE, encode_event
 from ._ticker import Ticker
@@ -72,9 +73,6 @@ class EventBudget:
             if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.pending():
                 self.on_empty(oldest)
 
-    def _kept_events(self) -> int:
-        return sum(stream.kept for stream in set(self._order))
-
     def _compact(self) -> None:
         """Drop the entries resumptions left behind.
 
@@ -92,6 +90,13 @@ class EventBudget:
 
 # Entries the budget's order may hold beyond twice its kept events before it is compacted.
 ORDER_SLACK = 1024
+
+
+# Bytes queued for a client and not written (a session's, or one response's: what a client that
+# does not read can make the bridge hold), beyond which the bridge's sends wait, up to its send
+# timeout. As much as shared mode queues per client (Limits.client_queue_bytes); one message of
+# any size still passes when nothing is queued.
+BACKLOG_LIMIT = 8 * 1024 * 1024
 
 
 @attrs.define(eq=False)
@@ -112,16 +117,20 @@ class Backlog:
         self.unwritten = max(0, self.unwritten - size)
         self._room.set()
 
-    async def wait_room(self, limit: int, timeout: float | None) -> None:
-        """Wait while more than ``limit`` bytes are queued.
+    async def make_room(self, timeout: float | None) -> None:
+        """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
 
         Raises:
-            trio.TooSlowError: still over ``limit`` after ``timeout`` seconds.
+            SendTimeout: the client read nothing for ``timeout`` seconds.
         """
-        with trio.fail_after(timeout if timeout is not None else float("inf")):
-            while self.unwritten > limit:
+        if self.unwritten <= BACKLOG_LIMIT:
+            return
+        with trio.move_on_after(timeout if timeout is not None else float("inf")) as waited:
+            while self.unwritten > BACKLOG_LIMIT:
                 self._room = trio.Event()
                 await self._room.wait()
+        if waited.cancelled_caught:
+            raise SendTimeout(f"the client read nothing for {timeout:g}s")
 
 
 class ResponseStream:
@@ -418,8 +427,7 @@ async def _write_events(
     await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers])
     head = list(first_events)
     if style.priming:
-        retry = f"retry: {style.retry_ms}\n".encode() if style.retry_ms is not None else b""
-        head.append(retry + encode_event(b"", event_id=stream.event_id(stream.last_written())))
+        head.append(encode_event(b"", event_id=stream.event_id(stream.last_written()), retry=style.retry_ms))
     if head:
         await connection.send_body(b"".join(head))
     while True:

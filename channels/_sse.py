@@ -14,29 +14,27 @@ import attrs
 KEEPALIVE = b": keep-alive\n\n"
 
 
-def encode_event(data: bytes, *, event_id: str | None = None, event: str | None = None) -> bytes:
-    """One event: an optional ``event:`` line, an optional ``id:`` line, a ``data:`` line, a blank line.
+def encode_event(
+    data: bytes, *, event_id: str | None = None, event: str | None = None, retry: int | None = None
+) -> bytes:
+    """One event: optional ``retry:``, ``event:`` and ``id:`` lines, a ``data:`` line, a blank line.
 
     Args:
         data: the payload, one line (compact JSON, or empty for a priming event).
         event_id: the event's id (what a client sends back as ``Last-Event-ID``).
         event: the event type (``"endpoint"``, ``"message"``); absent means ``message``.
+        retry: milliseconds a client waits before reconnecting, or ``None``.
 
     Raises:
         ValueError: ``data``, ``event_id`` or ``event`` contains a line break.
     """
-    parts = []
+    parts = [] if retry is None else [b"retry: %d" % retry]
     if event is not None:
         parts.append(b"event: " + _field(event.encode()))
     if event_id is not None:
         parts.append(b"id: " + _field(event_id.encode()))
     parts.append(b"data: " + _field(data))
     return b"\n".join(parts) + b"\n\n"
-
-
-def encode_retry(milliseconds: int) -> bytes:
-    """A ``retry:`` field alone: how long a client waits before reconnecting."""
-    return b"retry: %d\n\n" % milliseconds
 
 
 def _field(value: bytes) -> bytes:
