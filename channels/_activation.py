@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import AsyncIterator, MutableMapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Self
 
 import attrs
@@ -82,6 +82,18 @@ def _forget_activated_sockets() -> None:
     """For tests: read the environment again on the next :func:`take_activated_sockets`."""
     global _activated
     _activated = None
+
+
+@asynccontextmanager
+async def listen_only(address: object) -> AsyncIterator[MessageChannel]:
+    """``connect`` for a socket-activated address: there is nothing to connect to.
+
+    Raises:
+        ConnectError: always, on entering the block.
+    """
+    await trio.lowlevel.checkpoint()
+    raise ConnectError(f"{address}: socket-activated addresses can only be listened on")
+    yield  # pragma: no cover  (makes this an async generator, as asynccontextmanager needs)
 
 
 def activated_fds(name: str, address: object) -> list[int]:
@@ -181,13 +193,10 @@ class FdAddress(Address):
                 listeners.append(TcpListener(listener, options))
         return listeners
 
-    @asynccontextmanager
-    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+    def connect(self, options: ConnectOptions) -> AbstractAsyncContextManager[MessageChannel]:
         """Not possible: an ``fd:`` address only listens.
 
         Raises:
-            ConnectError: always.
+            ConnectError: always, on entering the block.
         """
-        await trio.lowlevel.checkpoint()
-        raise ConnectError(f"{self}: socket-activated addresses can only be listened on")
-        yield  # pragma: no cover  (makes this an async generator, as asynccontextmanager needs)
+        return listen_only(self)

@@ -12,17 +12,16 @@ import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NoReturn, Self, final
 
 import attrs
 import trio
 
-from ._activation import activated_fds, adopt
+from ._activation import activated_fds, adopt, listen_only
 from ._address import (
     Address,
     AddressError,
-    ConnectError,
     ConnectOptions,
     ListenOptions,
     register_address_kind,
@@ -271,16 +270,13 @@ class HttpFdAddress(Address):
             for sock in sockets
         ]
 
-    @asynccontextmanager
-    async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
+    def connect(self, options: ConnectOptions) -> AbstractAsyncContextManager[MessageChannel]:
         """Not possible: an ``http+fd:`` address only listens.
 
         Raises:
-            ConnectError: always.
+            ConnectError: always, on entering the block.
         """
-        await trio.lowlevel.checkpoint()
-        raise ConnectError(f"{self}: socket-activated addresses can only be listened on")
-        yield  # pragma: no cover
+        return listen_only(self)
 
 
 @register_address_kind
