@@ -717,7 +717,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
             session_idle_timeout=options.session_idle_timeout,
             max_sessions=options.max_sessions,
             trust_proxy=options.trust_proxy,
-            cors_origins=frozenset(origin.lower().rstrip("/") for origin in options.cors_origin),
+            cors_origins=frozenset(options.cors_origin),
             resource_metadata=load_resource_metadata(options.oauth_metadata, "--oauth-metadata"),
         ),
     )

@@ -377,7 +377,7 @@ def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
         ),
         max_sessions=entry.max_sessions if entry.max_sessions is not None else defaults.max_sessions,
         trust_proxy=entry.trust_proxy,
-        cors_origins=frozenset(origin.lower().rstrip("/") for origin in entry.cors_origin),
+        cors_origins=frozenset(entry.cors_origin),
         resource_metadata=load_resource_metadata(entry.oauth_metadata, f"{where}.oauth_metadata"),
     )
 

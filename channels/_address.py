@@ -9,7 +9,7 @@ and one :func:`register_address_kind` call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Self
 
@@ -79,6 +79,11 @@ DEFAULT_EVENT_BUDGET = 4 * 1024 * 1024
 DEFAULT_SSE_KEEPALIVE = 15.0
 
 
+def _origins(values: Iterable[str]) -> frozenset[str]:
+    """Origins as compared: lower-case, without a trailing ``/``."""
+    return frozenset(origin.lower().rstrip("/") for origin in values)
+
+
 @attrs.frozen
 class HttpOptions:
     """Settings only HTTP listeners read.
@@ -103,7 +108,7 @@ class HttpOptions:
     event_budget: int = DEFAULT_EVENT_BUDGET
     sse_keepalive: float = DEFAULT_SSE_KEEPALIVE
     trust_proxy: bool = False
-    cors_origins: frozenset[str] = frozenset()
+    cors_origins: frozenset[str] = attrs.field(default=frozenset(), converter=_origins)
     resource_metadata: Mapping[str, Any] | None = None
 
 

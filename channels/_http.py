@@ -136,6 +136,21 @@ class HttpListener(MessageListener):
         await self._listener.aclose()
 
 
+def _service(endpoint: Endpoint, loopback: bool, options: ListenOptions) -> HttpService:
+    """The service of one HTTP address, with its Host, Origin and token checks.
+
+    ``options.http.cors_origins`` are allowed origins too.
+    """
+    guard = RequestGuard.create(
+        loopback=loopback,
+        bind_host=endpoint.host,
+        allow_hosts=options.allow_hosts,
+        allow_origins=options.allow_origins | options.http.cors_origins,
+        tokens=options.tokens,
+    )
+    return HttpService(endpoint, guard, options)
+
+
 class _HttpAddress(Address):
     endpoint: Endpoint
 
@@ -167,14 +182,7 @@ class _HttpAddress(Address):
         if context is not None:
             context.set_alpn_protocols(["http/1.1"])
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
-        guard = RequestGuard.create(
-            loopback=loopback,
-            bind_host=endpoint.host,
-            allow_hosts=options.allow_hosts,
-            allow_origins=options.allow_origins | options.http.cors_origins,
-            tokens=options.tokens,
-        )
-        service = HttpService(endpoint, guard, options)
+        service = _service(endpoint, loopback, options)
         return [
             HttpListener(listener, service, context)
             for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
@@ -255,14 +263,7 @@ class HttpFdAddress(Address):
             for sock in sockets:
                 sock.close()
             raise
-        guard = RequestGuard.create(
-            loopback=loopback,
-            bind_host=host,
-            allow_hosts=options.allow_hosts,
-            allow_origins=options.allow_origins | options.http.cors_origins,
-            tokens=options.tokens,
-        )
-        service = HttpService(Endpoint("http", host, port, self.path), guard, options)
+        service = _service(Endpoint("http", host, port, self.path), loopback, options)
         return [
             HttpListener(
                 trio.SocketListener(trio.socket.from_stdlib_socket(sock)), service, None, address=str(self)

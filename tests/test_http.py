@@ -911,3 +911,9 @@ async def test_running_out_of_file_descriptors_pauses_accepting_and_never_ends_t
             assert bridge.process.returncode is None
             response = await post(port, initialize())  # serving again once descriptors are free
             assert response.status == 200
+
+
+def test_cors_origins_are_kept_as_they_are_compared_whoever_builds_the_options() -> None:
+    assert HttpOptions(cors_origins=frozenset({"https://App.example/"})).cors_origins == {
+        "https://app.example"
+    }
