@@ -33,6 +33,7 @@ import attrs
 import trio
 
 from channels import (
+    HandoffLock,
     JSONObject,
     Kind,
     MessageChannel,
@@ -115,8 +116,8 @@ class Relay:
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
-    _write_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
-    _child_write_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    _write_lock: HandoffLock = attrs.field(init=False, factory=HandoffLock)
+    _child_write_lock: HandoffLock = attrs.field(init=False, factory=HandoffLock)
     # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
     # that is also deadline order, so a deque replaces a heap.
     _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False, factory=deque)
@@ -290,10 +291,7 @@ class Relay:
 
     async def _send_to_child(self, messages: list[JSONObject]) -> bool:
         """Write to the child (waiting while it does not read); False if its stdin is closed."""
-        try:
-            self._child_write_lock.acquire_nowait()  # uncontended: no trip through the scheduler
-        except trio.WouldBlock:
-            await self._child_write_lock.acquire()
+        await self._child_write_lock.acquire()  # free: no trip through the scheduler
         try:
             await self.child.channel.send_many(messages)
             return True
@@ -497,10 +495,7 @@ class Relay:
         """
         if not self._client_writable:
             return False
-        try:
-            self._write_lock.acquire_nowait()  # uncontended: no trip through the scheduler
-        except trio.WouldBlock:
-            await self._write_lock.acquire()
+        await self._write_lock.acquire()  # free: no trip through the scheduler
         try:
             if not self._client_writable:
                 return False

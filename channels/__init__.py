@@ -53,6 +53,7 @@ from ._listener import (
     StreamListener,
     serve_listeners,
 )
+from ._lock import HandoffLock
 from ._serve import connect, open_listeners, serve
 from ._stdio import StdioAddress, open_stdio_stream
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, StreamChannel
@@ -77,6 +78,7 @@ __all__ = [
     "ConnectOptions",
     "CredentialError",
     "FdAddress",
+    "HandoffLock",
     "HandshakeError",
     "HttpAddress",
     "HttpClientChannel",
