@@ -85,6 +85,8 @@ class _RedactCredentials(logging.Filter):
 wire_logger.addFilter(_RedactCredentials())
 
 SUBPROTOCOL = Subprotocol("mcp")
+# What ends an HTTP/1.1 request's header section (RFC 9112 §2.1; websockets wants CRLF).
+END_OF_HEADERS = b"\r\n\r\n"
 
 
 @final
@@ -142,7 +144,7 @@ class WebSocketIncoming(Incoming):
             select_subprotocol=_select_subprotocol,
             logger=wire_logger,
         )
-        request = await _read_request(self.stream, protocol)
+        request, received = await _read_request(self.stream, protocol)
         origins = request.headers.get_all("Origin")
         agents = request.headers.get_all("User-Agent")
         peer = attrs.evolve(
@@ -165,7 +167,7 @@ class WebSocketIncoming(Incoming):
             )
         if outcome is not None:
             peer = attrs.evolve(peer, credential=outcome)
-        return WebSocketChannel(self.stream, protocol, peer, self.options.max_message_bytes)
+        return WebSocketChannel(self.stream, protocol, peer, self.options.max_message_bytes, received)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -351,13 +353,17 @@ def _raw_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> Request:
-    """Read until the upgrade request is complete.
+async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> tuple[Request, bytes]:
+    """Read until the upgrade request is complete; return it and the bytes that followed it.
+
+    The library gets the request's bytes only: frames sent before the answer (the client should
+    wait for it, RFC 6455 §4.1) are the channel's to read, from a frame boundary.
 
     Raises:
         HandshakeError: the peer left, or sent something that is not an HTTP request (it was
             answered with 400, or 431/414 for oversized headers).
     """
+    tail = b""  # the last bytes read, for an end of headers split between two reads
     while True:
         try:
             data = await stream.receive_some(RECEIVE_SIZE)
@@ -365,10 +371,13 @@ async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> Re
             raise HandshakeError(f"connection lost before the upgrade request: {exc}") from None
         if not data:
             raise HandshakeError("connection closed before a complete upgrade request")
-        protocol.receive_data(data)
+        end = (tail + data).find(END_OF_HEADERS)
+        cut = len(data) if end < 0 else end + len(END_OF_HEADERS) - len(tail)
+        protocol.receive_data(data[:cut])
+        tail = (tail + data)[-(len(END_OF_HEADERS) - 1) :]
         for event in protocol.events_received():
             if isinstance(event, Request):
-                return event
+                return event, bytes(data[cut:])
         if protocol.handshake_exc is not None:
             pending = [chunk for chunk in protocol.data_to_send() if chunk]
             if not pending:

@@ -6,6 +6,9 @@ runs the closing handshake. This module only moves bytes between it and a trio s
 :class:`~channels.StreamChannel` does for newline framing, and with the same economy: every frame
 that one read brings in is delivered without another read (:meth:`receive_nowait`), and a batch of
 messages leaves in one write (:meth:`send_many`), synchronously when the socket takes it all.
+The frames nearly every message travels in (one whole message in one text frame) are read and
+written by :mod:`channels._wsframes` without the library's general parser; everything else is the
+library's.
 
 trio-websocket was the first choice; its design (a reader task handing each message through a
 memory channel to the application, one ``send_all`` per message, wsproto's pure-Python frame
@@ -23,12 +26,22 @@ from typing import final
 
 import trio
 from websockets.frames import Frame, Opcode
-from websockets.protocol import Protocol, State
+from websockets.protocol import Protocol, Side, State
 
 from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._errors import InvalidMessage, SendTimeout
 from ._jsonrpc import JSONObject, decode, encode, validate
-from ._stream import DEFAULT_MAX_MESSAGE_BYTES, RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
+from ._lock import HandoffLock
+from ._stream import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    RECEIVE_SIZE,
+    receive_fd_getter,
+    receive_some,
+    send_all_within,
+    send_fd_getter,
+    write_now,
+)
+from ._wsframes import frame_extent, take_text_frames, text_frame_header
 
 logger = logging.getLogger("channels.websocket")
 
@@ -55,6 +68,8 @@ class WebSocketChannel(MessageChannel):
             ``OPEN``), with ``max_size`` set to the message limit.
         peer: who is on the other end.
         max_message_bytes: longest message accepted (also the protocol's ``max_size``).
+        received: bytes that followed the opening handshake in its last read (a client that did
+            not wait for the answer), to be read before anything else.
 
     Receiving: a binary frame closes the connection with 1003 and ``receive`` raises
     ``BrokenResourceError``; so do invalid UTF-8 (1007, by ``websockets``) and an over-long
@@ -74,17 +89,20 @@ class WebSocketChannel(MessageChannel):
         "_end",
         "_fragments",
         "_messages",
+        "_partial",
+        "_partial_size",
         "_peer",
         "_protocol",
         "_read_started",
         "_reads",
+        "_receive_fd",
         "_receiving",
         "_send_fd",
         "_sending",
+        "_server_side",
         "_stream",
         "_write_broken",
-        "_write_waiters",
-        "_writing",
+        "_write_lock",
         "bytes_received",
         "bytes_sent",
         "max_message_bytes",
@@ -97,6 +115,7 @@ class WebSocketChannel(MessageChannel):
         protocol: Protocol,
         peer: PeerInfo,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        received: bytes = b"",
     ) -> None:
         self._stream = stream
         self._protocol = protocol
@@ -104,19 +123,21 @@ class WebSocketChannel(MessageChannel):
         self.max_message_bytes = max_message_bytes
         self.send_timeout: float | None = None
         self._send_fd = send_fd_getter(stream)
+        self._receive_fd = receive_fd_getter(stream)
+        # The shortcuts of _wsframes read masked frames and write unmasked ones: a server's.
+        self._server_side = protocol.side is Side.SERVER
+        # The start of a frame not complete yet, held back so that the library only ever gets
+        # whole frames; and its full size, once its header is in (0 until then).
+        self._partial = bytearray()
+        self._partial_size = 0
         self._messages: deque[str] = deque()
         self._fragments: list[bytes] | None = None
         self._end: Exception | None = None  # what receive raises once the messages run out
         self._closed = False
         self._receiving = False
         self._sending = False
-        # The write lock (data frames, pings, pongs and the close frame must not interleave):
-        # _writing is set while a task writes; the others wait in _write_waiters and are handed the
-        # lock in turn (FIFO). A flag and a parking lot rather than a trio.StrictFIFOLock, whose
-        # uncontended acquire and release (owner checks, parking-lot breakers) cost ten times as
-        # much CPU on a path that every message takes and where the lock is almost never contended.
-        self._writing = False
-        self._write_waiters = trio.lowlevel.ParkingLot()
+        # Data frames, pings, pongs and the close frame must not interleave.
+        self._write_lock = HandoffLock()
         self._write_broken = False
         # For keepalive: reads started so far, and the number of the one waiting for bytes (0 when
         # none is): a counter, not a clock, so that a read costs no call to trio.current_time().
@@ -124,6 +145,9 @@ class WebSocketChannel(MessageChannel):
         self._read_started = 0
         self.bytes_received = 0
         self.bytes_sent = 0
+        if received:
+            self._receive_bytes(received)
+            self._take_events()  # what the library owes the peer goes with the next read's
 
     @property
     def peer(self) -> PeerInfo:
@@ -201,7 +225,7 @@ class WebSocketChannel(MessageChannel):
         self._reads += 1
         self._read_started = self._reads
         try:
-            data = await self._stream.receive_some(RECEIVE_SIZE)
+            data = await receive_some(self._stream, self._receive_fd)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             if self._closed:
                 raise trio.ClosedResourceError("channel was closed") from None
@@ -213,20 +237,67 @@ class WebSocketChannel(MessageChannel):
         self.bytes_received += len(data)
         protocol = self._protocol
         if data:
-            protocol.receive_data(data)
+            self._receive_bytes(data)
         else:
+            if self._partial:  # a frame cut short: the library says what that means
+                protocol.receive_data(bytes(self._partial))
+                self._partial.clear()
             protocol.receive_eof()
-        for event in protocol.events_received():
-            if self._end is None and isinstance(event, Frame):
-                if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
-                    self._text(event.data)  # the usual case: a whole message in one frame
-                else:
-                    self._frame(event)
+        self._take_events()
         pending = protocol.data_to_send()
         if pending:  # a pong, a close frame, the end of TCP
             await self._flush(pending)
         if self._end is None and protocol.state is not State.OPEN:
             self._end = self._ending()
+
+    def _take_events(self) -> None:
+        """Collect the messages in the frames the library has parsed."""
+        for event in self._protocol.events_received():
+            if self._end is None and isinstance(event, Frame):
+                if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
+                    self._text(event.data)  # a whole message in one frame
+                else:
+                    self._frame(event)
+
+    def _receive_bytes(self, data: bytes | bytearray) -> None:
+        """Take the simple text frames at the front, and give the library the other whole frames.
+
+        The start of an incomplete frame is kept until the rest arrives, so that the library is
+        always between frames when this method reads the next one (see :mod:`channels._wsframes`).
+        """
+        if self._partial:
+            self._partial += data
+            if len(self._partial) < self._partial_size:
+                return  # a large frame still arriving: nothing to look at yet
+            data = bytes(self._partial)
+            self._partial.clear()
+        protocol = self._protocol
+        if not self._server_side or protocol.state is not State.OPEN:
+            protocol.receive_data(data)  # the library's alone, from now on
+            return
+        taken = 0
+        if self._fragments is None:  # else a text frame is a protocol error: the library says so
+            payloads, taken = take_text_frames(data, self.max_message_bytes)
+            for payload in payloads:
+                self._text(payload)
+                if self._end is not None:
+                    return  # invalid UTF-8: the connection is failing; the library drops the rest
+        whole = taken
+        while (extent := frame_extent(data, whole)) is not None:
+            header, length = extent
+            if length > self.max_message_bytes:
+                whole = len(data)  # the library refuses it from its header (1009)
+                self._partial_size = 0
+                break
+            if whole + header + length > len(data):
+                self._partial_size = header + length
+                break
+            whole += header + length
+        else:
+            self._partial_size = 0  # the header itself is not complete
+        if whole > taken:
+            protocol.receive_data(data[taken:whole])
+        self._partial += data[whole:]
 
     def _frame(self, frame: Frame) -> None:
         data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
@@ -313,9 +384,15 @@ class WebSocketChannel(MessageChannel):
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             self._check_sendable()
+            if not self._server_side:  # a client masks its frames: the library's job
+                for message in messages:
+                    self._protocol.send_text(encode(message, newline=False))
+                return await self._write(b"".join(self._protocol.data_to_send()))
+            frames: list[bytes] = []
             for message in messages:
-                self._protocol.send_text(memoryview(encode(message))[:-1])
-            return await self._write(b"".join(self._protocol.data_to_send()))
+                payload = encode(message, newline=False)
+                frames += (text_frame_header(len(payload)), payload)
+            return await self._write(b"".join(frames))
         finally:
             self._sending = False
 
@@ -344,10 +421,7 @@ class WebSocketChannel(MessageChannel):
         """
         if not data and not eof:
             return False
-        if self._writing:
-            await self._write_waiters.park()  # returns holding the lock: _release_write hands it over
-        else:
-            self._writing = True
+        await self._write_lock.acquire()
         try:
             sent = write_now(self._send_fd, data)
             if sent < len(data):
@@ -368,14 +442,7 @@ class WebSocketChannel(MessageChannel):
                 raise trio.ClosedResourceError("channel was closed") from None
             raise
         finally:
-            self._release_write()
-
-    def _release_write(self) -> None:
-        """Hand the write lock to the longest-waiting task, or free it."""
-        if self._write_waiters:
-            self._write_waiters.unpark()
-        else:
-            self._writing = False
+            self._write_lock.release()
 
     async def _write_rest(self, data: memoryview) -> None:
         if await send_all_within(self._stream, data, self.send_timeout):
