@@ -45,6 +45,7 @@ from ._httplegacy import LegacySse
 from ._listener import HandshakeError, IncomingHandler, tls_handshake
 from ._mcphttp import HttpRefusal
 from ._ticker import Ticker
+from ._tlsstream import TLS_STREAMS
 
 logger = logging.getLogger("channels.http")
 
@@ -153,7 +154,7 @@ class HttpService:
         """
         connection = HttpConnection(stream, self.limits, partial(self._check_head, peer))
         try:
-            if isinstance(stream, trio.SSLStream):
+            if isinstance(stream, TLS_STREAMS):
                 with trio.move_on_after(self.options.handshake_timeout) as deadline:
                     peer = await tls_handshake(stream, peer)
                 if deadline.cancelled_caught:

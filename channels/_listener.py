@@ -37,6 +37,7 @@ from ._auth import UNAUTHORIZED, TokenSet, token_of_message
 from ._channel import MessageChannel, PeerInfo
 from ._errors import ProtocolError
 from ._stream import StreamChannel
+from ._tlsstream import TLS_STREAMS, TlsStream
 
 if TYPE_CHECKING:
     from ._address import ListenOptions
@@ -166,7 +167,7 @@ def certificate_subject(certificate: dict[str, Any] | None) -> str | None:
     )
 
 
-async def tls_handshake(stream: trio.SSLStream[Any], peer: PeerInfo) -> PeerInfo:
+async def tls_handshake(stream: TlsStream, peer: PeerInfo) -> PeerInfo:
     """Run the TLS handshake; return ``peer`` with the client certificate's subject (mTLS).
 
     Raises:
@@ -279,7 +280,7 @@ class StreamIncoming(Incoming):
         try:
             with trio.move_on_after(self.handshake_timeout) as deadline:
                 peer = self.initial_peer
-                if isinstance(self.stream, trio.SSLStream):
+                if isinstance(self.stream, TLS_STREAMS):
                     peer = await tls_handshake(self.stream, peer)
                 channel = StreamChannel(self.stream, max_message_bytes=self.max_message_bytes, peer=peer)
                 if self.tokens is not None:

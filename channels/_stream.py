@@ -18,6 +18,7 @@ from ._channel import MessageChannel, PeerInfo
 from ._errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
 from ._framing import LineFramer, Oversized
 from ._jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
+from ._tlsstream import TLS_STREAMS, TlsSocketStream
 
 # How much one read asks for. 64 KiB holds hundreds of small MCP messages, so a pipelined peer is
 # served by one system call per batch; it is also trio's DEFAULT_RECEIVE_SIZE for sockets.
@@ -181,6 +182,7 @@ class StreamChannel(MessageChannel):
         "_send_fd",
         "_sending",
         "_stream",
+        "_tls_socket",
         "bytes_received",
         "bytes_sent",
         "dropped_at_eof",
@@ -199,6 +201,7 @@ class StreamChannel(MessageChannel):
         self._stream = stream
         self._send_fd = send_fd_getter(stream)
         self._receive_fd = receive_fd_getter(stream)
+        self._tls_socket = stream if isinstance(stream, TlsSocketStream) else None
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()
@@ -374,6 +377,8 @@ class StreamChannel(MessageChannel):
         """Write what the kernel takes without waiting; return how many bytes that was."""
         if self._closed:
             return 0  # send_all decides what to raise
+        if self._tls_socket is not None:
+            return self._tls_socket.send_nowait(data)
         return write_now(self._send_fd, data)
 
     async def send_eof(self) -> None:
@@ -397,7 +402,7 @@ class StreamChannel(MessageChannel):
         """
         self._closed = True
         self._pending.clear()
-        if self._sending or not isinstance(self._stream, trio.SSLStream):
+        if self._sending or not isinstance(self._stream, TLS_STREAMS):
             # A send stuck mid-write cannot be followed by TLS's close_notify; plain streams
             # close at once anyway.
             await trio.aclose_forcefully(self._stream) if self._sending else await self._stream.aclose()

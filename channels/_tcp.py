@@ -32,6 +32,7 @@ from ._auth import authenticate_message
 from ._channel import MessageChannel, PeerInfo
 from ._listener import Incoming, MessageListener, StreamIncoming
 from ._stream import StreamChannel
+from ._tlsstream import TlsSocketStream
 
 logger = logging.getLogger("channels.tcp")
 
@@ -132,7 +133,7 @@ async def accept_tcp(
     peer = PeerInfo(transport, format_host_port(host, port))
     if ssl_context is None:
         return stream, peer
-    return trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=https_compatible), peer
+    return TlsSocketStream(stream, ssl_context, https_compatible=https_compatible), peer
 
 
 @final

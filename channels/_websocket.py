@@ -57,6 +57,7 @@ from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import RECEIVE_SIZE
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import client_context, open_tls_client_stream, server_context
+from ._tlsstream import TLS_STREAMS
 from ._unwrap import single_exception
 from ._wschannel import WebSocketChannel
 
@@ -137,7 +138,7 @@ class WebSocketIncoming(Incoming):
 
     async def _handshake(self) -> WebSocketChannel:
         peer = self.initial_peer
-        if isinstance(self.stream, trio.SSLStream):
+        if isinstance(self.stream, TLS_STREAMS):
             peer = await tls_handshake(self.stream, peer)
         protocol = ServerProtocol(
             max_size=self.options.max_message_bytes,

@@ -1,0 +1,252 @@
+"""TLS on an accepted TCP socket, with OpenSSL reading and writing the socket itself.
+
+``trio.SSLStream`` runs TLS over any trio stream: OpenSSL works on memory buffers and Python code
+moves every record between them and the transport, with locks and retry loops around each call.
+For a socket, the standard library's ``ssl.SSLSocket`` lets OpenSSL do that in C, and trio only
+has to wait when OpenSSL says it must (``SSLWantReadError``, ``SSLWantWriteError``). On the
+benchmark's round trip this halves what TLS adds to plain TCP.
+
+:class:`TlsSocketStream` is the server side of ``tls:``, ``wss://`` and ``https://`` listeners. It
+offers what the listeners use of ``trio.SSLStream`` (``do_handshake``, ``getpeercert``, the
+stream methods) and one more method, :meth:`TlsSocketStream.send_nowait`, for
+:class:`~channels.StreamChannel`'s synchronous write. Clients keep ``trio.SSLStream``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import ssl
+from typing import Any, final
+
+import trio
+
+# How much receive_some reads when not told: trio's own default for streams.
+DEFAULT_RECEIVE_SIZE = 65536
+# The most unread bytes aclose() throws away so that closing sends FIN rather than a reset (1 MiB:
+# far more than a handshake or a goodbye; a peer still sending after that is reset).
+MAX_DISCARD_READS = 16
+
+
+@final
+class TlsSocketStream(trio.abc.Stream):
+    """A server-side TLS connection over a connected TCP socket.
+
+    Args:
+        stream: the accepted connection; this stream takes its socket over (``stream`` must not
+            be used again) and closes it in :meth:`aclose`.
+        context: the server's TLS context.
+        https_compatible: treat a connection closed without TLS's goodbye (``close_notify``) as
+            an ordinary end of stream, as HTTP does (``trio.SSLStream``'s flag of that name);
+            otherwise reading one raises ``trio.BrokenResourceError``.
+
+    The handshake runs in :meth:`do_handshake`, or in the first read or write. Like
+    ``trio.SSLStream``, one task may read while another writes; two tasks reading (or writing)
+    at once raise ``trio.BusyResourceError``.
+    """
+
+    def __init__(
+        self, stream: trio.SocketStream, context: ssl.SSLContext, *, https_compatible: bool = False
+    ) -> None:
+        sock = socket.socket(fileno=stream.socket.detach())  # the same connection, owned here
+        sock.setblocking(False)
+        self._ssl = context.wrap_socket(
+            sock,
+            server_side=True,
+            do_handshake_on_connect=False,
+            suppress_ragged_eofs=https_compatible,
+        )
+        self._handshaken = False
+        self._receiving = False
+        self._sending = False
+        self._closed = False
+
+    @property
+    def ssl_object(self) -> ssl.SSLSocket:
+        """The ``ssl.SSLSocket``: for its certificate, cipher and version, not for I/O."""
+        return self._ssl
+
+    def getpeercert(self, binary_form: bool = False) -> Any:
+        """The client's certificate (mTLS), as ``ssl.SSLSocket.getpeercert`` returns it."""
+        return self._ssl.getpeercert(binary_form)
+
+    def fileno(self) -> int:
+        """The socket's file descriptor; -1 once closed."""
+        return -1 if self._closed else self._ssl.fileno()
+
+    async def _wait(self, want: ssl.SSLError) -> None:
+        """Wait for what OpenSSL asked for: the socket readable, or writable."""
+        if isinstance(want, ssl.SSLWantWriteError):
+            await trio.lowlevel.wait_writable(self._ssl)
+        else:
+            await trio.lowlevel.wait_readable(self._ssl)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("stream was closed")
+
+    async def do_handshake(self) -> None:
+        """Run the TLS handshake, if it has not run yet. Always a checkpoint.
+
+        Raises:
+            trio.BrokenResourceError: the handshake failed; ``__cause__`` holds OpenSSL's reason.
+            trio.ClosedResourceError: the stream was closed.
+        """
+        self._check_open()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waited = False
+        while not self._handshaken:
+            try:
+                self._ssl.do_handshake()
+                self._handshaken = True
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
+                await self._wait(want)
+                waited = True
+            except (ssl.SSLError, OSError) as exc:
+                raise _failure(exc) from exc
+        if not waited:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Read and decrypt what has arrived, waiting if nothing has; ``b""`` at the end.
+
+        Raises:
+            trio.BrokenResourceError: the connection failed, or (without ``https_compatible``)
+                ended without ``close_notify``.
+            trio.ClosedResourceError: the stream was closed, before or during the wait.
+            trio.BusyResourceError: another task is reading.
+        """
+        if self._receiving:
+            raise trio.BusyResourceError("another task is already reading this stream")
+        self._receiving = True
+        try:
+            if not self._handshaken:
+                await self.do_handshake()
+            self._check_open()
+            await trio.lowlevel.checkpoint_if_cancelled()
+            waited = False
+            while True:
+                try:
+                    data = self._ssl.recv(max_bytes or DEFAULT_RECEIVE_SIZE)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
+                    await self._wait(want)
+                    waited = True
+                    self._check_open()
+                except (ssl.SSLError, OSError) as exc:
+                    self._check_open()
+                    raise _failure(exc) from exc
+                else:
+                    if not waited:
+                        await trio.lowlevel.cancel_shielded_checkpoint()
+                    return data
+        finally:
+            self._receiving = False
+
+    def send_nowait(self, data: bytes | memoryview) -> int:
+        """Encrypt and write ``data`` whole if the socket takes it now; return ``len(data)`` or 0.
+
+        With 0, part of ``data`` may already be inside OpenSSL: the caller must go on with
+        :meth:`send_all` of the same bytes (OpenSSL wants the same buffer again), and nothing
+        else first. Never blocks, never yields.
+
+        Raises:
+            trio.BrokenResourceError: the connection failed.
+            trio.ClosedResourceError: the stream was closed.
+            trio.BusyResourceError: another task is writing.
+        """
+        if self._sending:
+            raise trio.BusyResourceError("another task is already writing this stream")
+        self._check_open()
+        if not self._handshaken:
+            return 0
+        try:
+            return self._ssl.send(data)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return 0
+        except (ssl.SSLError, OSError) as exc:
+            raise _failure(exc) from exc
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Encrypt and write all of ``data``, waiting while the socket is full.
+
+        Raises:
+            trio.BrokenResourceError: the connection failed.
+            trio.ClosedResourceError: the stream was closed, before or during the wait.
+            trio.BusyResourceError: another task is writing.
+        """
+        if self._sending:
+            raise trio.BusyResourceError("another task is already writing this stream")
+        self._sending = True
+        try:
+            if not self._handshaken:
+                await self.do_handshake()
+            self._check_open()
+            await trio.lowlevel.checkpoint_if_cancelled()
+            view = memoryview(data)
+            waited = False
+            while view:
+                try:
+                    view = view[self._ssl.send(view) :]
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
+                    await self._wait(want)
+                    waited = True
+                    self._check_open()
+                except (ssl.SSLError, OSError) as exc:
+                    self._check_open()
+                    raise _failure(exc) from exc
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self._sending = False
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """Wait until the socket can take more."""
+        self._check_open()
+        await trio.lowlevel.wait_writable(self._ssl)
+
+    async def aclose(self) -> None:
+        """Say goodbye (``close_notify``) if the socket takes it at once, and close.
+
+        Idempotent; never waits for the peer, and wakes tasks blocked reading or writing (they
+        raise ``trio.ClosedResourceError``). Always a checkpoint.
+        """
+        if not self._closed:
+            self._closed = True
+            if self._handshaken and not self._sending:  # no goodbye in the middle of a record
+                try:
+                    self._ssl.unwrap()
+                except (ssl.SSLError, OSError, ValueError):
+                    pass  # no room, or the peer is gone: closing is all that is left
+            self._discard_unread()
+            trio.lowlevel.notify_closing(self._ssl)
+            self._ssl.close()
+        await trio.lowlevel.checkpoint()
+
+    def _discard_unread(self) -> None:
+        """Drop what arrived and was never read, without waiting.
+
+        A socket closed with unread bytes is reset (RST), and a reset can destroy what was sent
+        last (a TLS alert, ``close_notify``) before the peer reads it.
+        """
+        fd = self._ssl.fileno()
+        try:
+            for _ in range(MAX_DISCARD_READS):
+                if not os.read(fd, DEFAULT_RECEIVE_SIZE):
+                    return
+        except OSError:
+            pass  # BlockingIOError: nothing more; anything else: closing anyway
+
+
+def _failure(exc: BaseException) -> trio.ClosedResourceError | trio.BrokenResourceError:
+    """What a failed OpenSSL call on the socket means for the stream's user."""
+    if isinstance(exc, OSError) and exc.errno == errno.EBADF:
+        return trio.ClosedResourceError("stream was closed")
+    reason = getattr(exc, "reason", None) or str(exc)
+    return trio.BrokenResourceError(f"TLS connection failed: {reason}")
+
+
+TLS_STREAMS = (trio.SSLStream, TlsSocketStream)
+"""The stream types that carry TLS (for ``isinstance``): a client's, and a listener's."""
+
+TlsStream = trio.SSLStream[Any] | TlsSocketStream
