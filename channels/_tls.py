@@ -52,6 +52,9 @@ def server_context(address: object, options: ListenOptions) -> ssl.SSLContext:
             "pass --tls-cert PATH and --tls-key PATH"
         )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # No TLS 1.2 renegotiation: a client could make the server redo handshakes at will (CPU), and
+    # OpenSSL reading in the middle of a write would complicate TlsSocketStream for nothing.
+    context.options |= ssl.OP_NO_RENEGOTIATION
     try:
         context.load_cert_chain(options.tls_cert, options.tls_key)
     except (OSError, ssl.SSLError) as exc:

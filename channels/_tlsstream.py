@@ -18,9 +18,13 @@ import errno
 import os
 import socket
 import ssl
-from typing import Any, final
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar, final
 
 import trio
+
+T = TypeVar("T")
 
 # How much receive_some reads when not told: trio's own default for streams.
 DEFAULT_RECEIVE_SIZE = 65536
@@ -86,6 +90,32 @@ class TlsSocketStream(trio.abc.Stream):
         if self._closed:
             raise trio.ClosedResourceError("stream was closed")
 
+    async def _until_done(self, operation: Callable[[], T]) -> T:
+        """Call ``operation`` (one OpenSSL call) until it completes, waiting whenever OpenSSL asks.
+
+        A checkpoint: if it never had to wait, it still yields once, shielded.
+
+        Raises:
+            trio.BrokenResourceError: the call failed; ``__cause__`` holds OpenSSL's reason.
+            trio.ClosedResourceError: the stream was closed, before or during a wait.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waited = False
+        while True:
+            try:
+                result = operation()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
+                await self._wait(want)
+                waited = True
+                self._check_open()
+            except (ssl.SSLError, OSError) as exc:
+                self._check_open()
+                raise _failure(exc) from exc
+            else:
+                if not waited:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                return result
+
     async def do_handshake(self) -> None:
         """Run the TLS handshake, if it has not run yet. Always a checkpoint.
 
@@ -94,19 +124,11 @@ class TlsSocketStream(trio.abc.Stream):
             trio.ClosedResourceError: the stream was closed.
         """
         self._check_open()
-        await trio.lowlevel.checkpoint_if_cancelled()
-        waited = False
-        while not self._handshaken:
-            try:
-                self._ssl.do_handshake()
-                self._handshaken = True
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
-                await self._wait(want)
-                waited = True
-            except (ssl.SSLError, OSError) as exc:
-                raise _failure(exc) from exc
-        if not waited:
-            await trio.lowlevel.cancel_shielded_checkpoint()
+        if self._handshaken:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._until_done(self._ssl.do_handshake)
+        self._handshaken = True
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Read and decrypt what has arrived, waiting if nothing has; ``b""`` at the end.
@@ -124,22 +146,7 @@ class TlsSocketStream(trio.abc.Stream):
             if not self._handshaken:
                 await self.do_handshake()
             self._check_open()
-            await trio.lowlevel.checkpoint_if_cancelled()
-            waited = False
-            while True:
-                try:
-                    data = self._ssl.recv(max_bytes or DEFAULT_RECEIVE_SIZE)
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
-                    await self._wait(want)
-                    waited = True
-                    self._check_open()
-                except (ssl.SSLError, OSError) as exc:
-                    self._check_open()
-                    raise _failure(exc) from exc
-                else:
-                    if not waited:
-                        await trio.lowlevel.cancel_shielded_checkpoint()
-                    return data
+            return await self._until_done(partial(self._ssl.recv, max_bytes or DEFAULT_RECEIVE_SIZE))
         finally:
             self._receiving = False
 
@@ -182,21 +189,9 @@ class TlsSocketStream(trio.abc.Stream):
             if not self._handshaken:
                 await self.do_handshake()
             self._check_open()
-            await trio.lowlevel.checkpoint_if_cancelled()
             view = memoryview(data)
-            waited = False
-            while view:
-                try:
-                    view = view[self._ssl.send(view) :]
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as want:
-                    await self._wait(want)
-                    waited = True
-                    self._check_open()
-                except (ssl.SSLError, OSError) as exc:
-                    self._check_open()
-                    raise _failure(exc) from exc
-            if not waited:
-                await trio.lowlevel.cancel_shielded_checkpoint()
+            while view:  # once: OpenSSL takes the whole buffer (no SSL_MODE_ENABLE_PARTIAL_WRITE)
+                view = view[await self._until_done(partial(self._ssl.send, view)) :]
         finally:
             self._sending = False
 
