@@ -16,7 +16,17 @@ import attrs
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_websocket import BINARY, CONTINUATION, PING, PONG, TEXT, RawWebSocket, client_frame, echo_server
+from test_websocket import (
+    BINARY,
+    CONTINUATION,
+    PING,
+    PONG,
+    TEXT,
+    RawWebSocket,
+    client_frame,
+    echo_server,
+    upgrade_request,
+)
 from websockets.client import ClientProtocol
 from websockets.frames import Opcode
 from websockets.protocol import State
@@ -202,3 +212,19 @@ async def test_bytes_inside_a_frame_split_across_reads_are_never_read_as_a_frame
             frames, close = await client.receive_until_close()
     assert all(b"smuggled" not in frame.payload for frame in frames), frames
     assert close.code == 1007  # the outer frame's payload is not UTF-8 text
+
+
+async def test_frames_sent_right_behind_the_upgrade_request_are_read_once_it_is_accepted() -> None:
+    requests = [json.dumps({"jsonrpc": "2.0", "id": n, "method": "x"}).encode() for n in range(3)]
+    frames = client_frame(TEXT, requests[0]) + client_frame(PING, b"early") + client_frame(TEXT, requests[1])
+    frames += client_frame(TEXT, requests[2])[:5]  # and the start of one more
+    with trio.fail_after(TIMEOUT):
+        async with echo_server() as server:
+            client = await RawWebSocket.open(server.port)
+            await client.send(upgrade_request(host=f"127.0.0.1:{server.port}") + frames)
+            assert (await client.read_response()).status == 101
+            await client.send(client_frame(TEXT, requests[2])[5:])
+            received = [await client.receive_frame() for _ in range(4)]
+            await client.aclose()
+    assert [frame.payload for frame in received if frame.opcode == PONG] == [b"early"]
+    assert [frame.json()["id"] for frame in received if frame.opcode == TEXT] == [0, 1, 2]
