@@ -60,6 +60,10 @@ from ._limits import Limits
 
 logger = logging.getLogger("bridge.relay")
 
+# How many deadlines per allowed request in flight the queue may hold before the answered ones
+# are swept out: twice, so that each sweep is paid for by as many appends as it keeps entries.
+DEADLINES_KEPT_PER_LIMIT = 2
+
 # Most messages moved per read or write: one system call carries a whole pipelined burst, while a
 # flood of small messages still yields to other connections regularly.
 BATCH = 64
@@ -188,7 +192,23 @@ class Relay:
             self._idle = trio.Event()
         if self.limits.request_timeout is not None:
             self._deadlines.append((trio.current_time() + self.limits.request_timeout, request_id, token))
+            if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.limits.max_in_flight:
+                self._forget_answered_deadlines()
             self._deadline_added.set()
+
+    def _forget_answered_deadlines(self) -> None:
+        """Drop the deadlines of requests no longer in flight, except the first.
+
+        An answered request leaves its deadline in the queue until the deadline passes: without
+        this, a busy connection would keep one per request of the last ``request_timeout``
+        seconds. The first stays, since ``_expire_requests`` may be sleeping until it.
+        """
+        deadlines = self._deadlines
+        first = deadlines.popleft()
+        kept = [entry for entry in deadlines if self._in_flight.is_open(entry[1], entry[2])]
+        deadlines.clear()
+        deadlines.append(first)
+        deadlines.extend(kept)
 
     def _check_idle(self) -> None:
         if not len(self._in_flight):

@@ -270,3 +270,23 @@ async def test_a_request_answered_in_time_is_never_timed_out_even_if_its_id_is_r
             await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {"second": True}})
             assert (await client.receive())["result"] == {"second": True}
             nursery.cancel_scope.cancel()
+
+
+async def test_answered_requests_leave_no_pile_of_deadlines_and_timeouts_still_fire(autojump_clock):
+    relay, client, child = make_relay(Limits(request_timeout=60, max_in_flight=4))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request("slow"))  # never answered: its deadline comes first
+            await child.server.receive()
+            for number in range(200):
+                await client.send(tool_request(number))
+                await child.server.receive()
+                await child.server.send({"jsonrpc": "2.0", "id": number, "result": {}})
+                assert (await client.receive())["id"] == number
+                assert len(relay._deadlines) <= 2 * 4 + 1
+            await client.send(tool_request("late"))  # admitted after the sweeps, never answered
+            await child.server.receive()
+            timed_out = [(await client.receive())["id"] for _ in range(2)]
+            nursery.cancel_scope.cancel()
+    assert timed_out == ["slow", "late"]
