@@ -124,16 +124,16 @@ async def accept_tcp(
         stream = await listener.accept()
         try:
             host, port = stream.socket.getpeername()[:2]
-            break
+            peer = PeerInfo(transport, format_host_port(host, port))
+            if ssl_context is None:
+                return stream, peer
+            return TlsSocketStream(stream, ssl_context, https_compatible=https_compatible), peer
         except OSError as exc:
-            # The peer reset the connection before it was accepted (ENOTCONN): skip it. An
-            # OSError out of accept() would end trio.serve_listeners, and the daemon with it.
+            # The peer reset the connection before it was accepted (ENOTCONN), or before OpenSSL
+            # took the socket (ECONNRESET): skip it. An OSError out of accept() would end
+            # trio.serve_listeners, and the daemon with it.
             logger.debug("dropped a connection reset before it was accepted: %s", exc)
             await trio.aclose_forcefully(stream)
-    peer = PeerInfo(transport, format_host_port(host, port))
-    if ssl_context is None:
-        return stream, peer
-    return TlsSocketStream(stream, ssl_context, https_compatible=https_compatible), peer
 
 
 @final

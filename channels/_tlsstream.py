@@ -39,7 +39,7 @@ class TlsSocketStream(trio.abc.Stream):
 
     Args:
         stream: the accepted connection; this stream takes its socket over (``stream`` must not
-            be used again) and closes it in :meth:`aclose`.
+            be used again) and closes it in :meth:`aclose`, or at once if this raises.
         context: the server's TLS context.
         https_compatible: treat a connection closed without TLS's goodbye (``close_notify``) as
             an ordinary end of stream, as HTTP does (``trio.SSLStream``'s flag of that name);
@@ -47,21 +47,33 @@ class TlsSocketStream(trio.abc.Stream):
 
     The handshake runs in :meth:`do_handshake`, or in the first read or write. Like
     ``trio.SSLStream``, one task may read while another writes; two tasks reading (or writing)
-    at once raise ``trio.BusyResourceError``.
+    at once raise ``trio.BusyResourceError``; and a write that was cancelled or failed part-way
+    breaks the writing side for good (OpenSSL may hold part of a record, which only the same bytes
+    could complete).
+
+    Raises:
+        OSError: the peer already reset the connection.
     """
 
     def __init__(
         self, stream: trio.SocketStream, context: ssl.SSLContext, *, https_compatible: bool = False
     ) -> None:
         sock = socket.socket(fileno=stream.socket.detach())  # the same connection, owned here
-        sock.setblocking(False)
-        self._ssl = context.wrap_socket(
-            sock,
-            server_side=True,
-            do_handshake_on_connect=False,
-            suppress_ragged_eofs=https_compatible,
-        )
+        try:
+            sock.setblocking(False)
+            self._ssl = context.wrap_socket(
+                sock,
+                server_side=True,
+                do_handshake_on_connect=False,
+                suppress_ragged_eofs=https_compatible,
+            )
+        except BaseException:
+            # The peer reset the connection already (OSError). If the SSLSocket had taken the
+            # descriptor over, it goes with the exception; if not, this closes it.
+            sock.close()
+            raise
         self._handshaken = False
+        self._write_broken = False
         self._receiving = False
         self._sending = False
         self._closed = False
@@ -89,6 +101,11 @@ class TlsSocketStream(trio.abc.Stream):
     def _check_open(self) -> None:
         if self._closed:
             raise trio.ClosedResourceError("stream was closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._write_broken:
+            raise trio.BrokenResourceError("an earlier write was cancelled or failed part-way")
 
     async def _until_done(self, operation: Callable[[], T]) -> T:
         """Call ``operation`` (one OpenSSL call) until it completes, waiting whenever OpenSSL asks.
@@ -164,7 +181,7 @@ class TlsSocketStream(trio.abc.Stream):
         """
         if self._sending:
             raise trio.BusyResourceError("another task is already writing this stream")
-        self._check_open()
+        self._check_writable()
         if not self._handshaken:
             return 0
         try:
@@ -172,6 +189,7 @@ class TlsSocketStream(trio.abc.Stream):
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return 0
         except (ssl.SSLError, OSError) as exc:
+            self._write_broken = True
             raise _failure(exc) from exc
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -188,10 +206,15 @@ class TlsSocketStream(trio.abc.Stream):
         try:
             if not self._handshaken:
                 await self.do_handshake()
-            self._check_open()
+            self._check_writable()
             view = memoryview(data)
+            if not view:
+                await trio.lowlevel.checkpoint()
             while view:  # once: OpenSSL takes the whole buffer (no SSL_MODE_ENABLE_PARTIAL_WRITE)
                 view = view[await self._until_done(partial(self._ssl.send, view)) :]
+        except BaseException:
+            self._write_broken = True  # cancelled or failed: part of a record may be in OpenSSL
+            raise
         finally:
             self._sending = False
 
@@ -208,7 +231,7 @@ class TlsSocketStream(trio.abc.Stream):
         """
         if not self._closed:
             self._closed = True
-            if self._handshaken and not self._sending:  # no goodbye in the middle of a record
+            if self._handshaken and not self._sending and not self._write_broken:  # not mid-record
                 try:
                     self._ssl.unwrap()
                 except (ssl.SSLError, OSError, ValueError):

@@ -89,6 +89,7 @@ class WebSocketChannel(MessageChannel):
         "_end",
         "_fragments",
         "_messages",
+        "_owed",
         "_partial",
         "_partial_size",
         "_peer",
@@ -145,9 +146,15 @@ class WebSocketChannel(MessageChannel):
         self._read_started = 0
         self.bytes_received = 0
         self.bytes_sent = 0
+        # Whether the library owes the peer something (a pong, a closing reply) for frames that
+        # came with the handshake: written before the first read.
+        self._owed = False
         if received:
             self._receive_bytes(received)
-            self._take_events()  # what the library owes the peer goes with the next read's
+            self._take_events()
+            self._owed = True
+            if self._end is None and protocol.state is not State.OPEN:
+                self._end = self._ending()
 
     @property
     def peer(self) -> PeerInfo:
@@ -222,6 +229,9 @@ class WebSocketChannel(MessageChannel):
 
         Then write what the protocol owes the peer (pongs, the closing handshake).
         """
+        if self._owed:
+            self._owed = False
+            await self._flush(self._protocol.data_to_send())
         self._reads += 1
         self._read_started = self._reads
         try:

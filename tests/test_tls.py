@@ -4,6 +4,11 @@ client certificates (mTLS) as authentication, and a listener no failed handshake
 from __future__ import annotations
 
 import logging
+import random
+import socket
+import ssl
+import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,7 @@ from test_connect import connect
 
 TIMEOUT = 20
 EXIT_OK = 0
+RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset (RST)
 
 
 async def test_a_tls_listener_serves_an_mcp_session_through_the_bridge(tls_files: TlsFiles) -> None:
@@ -167,3 +173,35 @@ async def test_connect_relays_stdio_over_tls_and_exits_0_after_the_last_reply(tl
                 replies = await client.receive_until_eof()
                 assert [reply["id"] for reply in replies] == [2]
                 assert await client.exit_code() == EXIT_OK
+
+
+def _connect_and_reset(port: int, times: int) -> None:
+    pause = random.Random(port)
+    for _ in range(times):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
+            time.sleep(pause.uniform(0, 0.0005))  # the load's shape: resets around the accept
+
+
+@pytest.mark.parametrize("address", ["tls:127.0.0.1:0", "wss://127.0.0.1:0/mcp", "https://127.0.0.1:0/mcp"])
+async def test_connections_reset_while_being_accepted_never_take_down_a_tls_listener(
+    tls_files: TlsFiles, address: str
+) -> None:
+    # A reset can land between the accept and OpenSSL taking the socket over, which then fails;
+    # four threads resetting connections as fast as they can hit that window within a second.
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(
+            example_server(), [address], listen_options=tls_files.listen_options()
+        ) as daemon:
+            port = int(daemon.addresses[0].split(":")[-1].split("/")[0])
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):
+                    nursery.start_soon(trio.to_thread.run_sync, _connect_and_reset, port, 300)
+            context = ssl.create_default_context(cafile=tls_files.ca)
+
+            def handshake() -> str | None:
+                with socket.create_connection(("127.0.0.1", port)) as raw:
+                    with context.wrap_socket(raw, server_hostname="127.0.0.1") as secure:
+                        return secure.version()
+
+            assert await trio.to_thread.run_sync(handshake) is not None

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_websocket import (
     BINARY,
+    CLOSE,
     CONTINUATION,
     PING,
     PONG,
@@ -228,3 +229,28 @@ async def test_frames_sent_right_behind_the_upgrade_request_are_read_once_it_is_
             await client.aclose()
     assert [frame.payload for frame in received if frame.opcode == PONG] == [b"early"]
     assert [frame.json()["id"] for frame in received if frame.opcode == TEXT] == [0, 1, 2]
+
+
+async def test_a_ping_sent_right_behind_the_upgrade_request_is_answered_without_more_traffic() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with echo_server() as server:
+            client = await RawWebSocket.open(server.port)
+            request = upgrade_request(host=f"127.0.0.1:{server.port}")
+            await client.send(request + client_frame(PING, b"early"))
+            assert (await client.read_response()).status == 101
+            pong = await client.receive_frame()
+            await client.aclose()
+    assert (pong.opcode, pong.payload) == (PONG, b"early")
+
+
+async def test_a_close_sent_right_behind_the_upgrade_request_is_answered_with_a_close() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with echo_server() as server:
+            client = await RawWebSocket.open(server.port)
+            request = upgrade_request(host=f"127.0.0.1:{server.port}")
+            await client.send(request + client_frame(CLOSE, (1000).to_bytes(2, "big")))
+            assert (await client.read_response()).status == 101
+            frames, close = await client.receive_until_close()
+            await client.aclose()
+    assert frames == []
+    assert close.code == 1000
