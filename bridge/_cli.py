@@ -71,8 +71,9 @@ examples:
 --child auto (the default) asks the server its protocol era: legacy servers get one
 child per connection; modern ones one shared child for modern clients, while
 legacy clients get their own. SIGTERM or SIGINT stops gracefully (in-flight
-requests finish within --drain-timeout); a second signal stops at once. With
---config, SIGHUP reloads the file (mcp-bridge check-config FILE validates one).
+requests finish within --drain-timeout); a second signal stops at once. SIGHUP
+makes TLS listeners read their certificate files again and, with --config,
+reloads the file (mcp-bridge check-config FILE validates one).
 
 exit codes: 0 stopped cleanly, 1 runtime failure, 2 usage error, 69 cannot connect,
 75 the shared child kept crashing, 78 configuration error (bad address, socket in use,

@@ -29,6 +29,7 @@ from channels import (
     Address,
     HandshakeError,
     Incoming,
+    ListenError,
     ListenOptions,
     MessageChannel,
     MessageListener,
@@ -178,6 +179,7 @@ class Daemon:
     _shared: SharedChild | None = attrs.field(init=False, default=None)
     _services: trio.Nursery | None = attrs.field(init=False, default=None)
     _started: bool = attrs.field(init=False, default=False)
+    _listeners: list[MessageListener] = attrs.field(init=False, factory=list)
     _start_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     mode: str = attrs.field(init=False, default="per-connection")
     """The child mode in use, once :meth:`run` has started.
@@ -337,6 +339,7 @@ class Daemon:
                 if self._shared is not None:
                     self._shared.stop()
         finally:
+            self._listeners = []
             for listener in listeners:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
@@ -408,7 +411,27 @@ class Daemon:
                 await trio.aclose_forcefully(listener)
             raise
         self.addresses = [listener.address for listener in listeners]
+        self._listeners = listeners
         return listeners
+
+    def reload_certificates(self) -> int:
+        """Read every TLS listener's certificate, key and client CA files again (SIGHUP).
+
+        A listener whose files cannot be loaded keeps the ones in use; the error is logged.
+
+        Returns:
+            How many listeners have TLS (reloaded or not).
+        """
+        with_tls = 0
+        for listener in self._listeners:
+            try:
+                if listener.reload_certificates():
+                    with_tls += 1
+                    logger.info("%s: TLS certificate and key read again", listener.address)
+            except ListenError as exc:
+                with_tls += 1
+                logger.error("%s; the certificate in use stays", exc)
+        return with_tls
 
     async def _handle(self, incoming: Incoming) -> None:
         """Serve one connection: its handshake, then the child.

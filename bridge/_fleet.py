@@ -9,7 +9,9 @@ Task tree::
         ├── the admin endpoint (--admin), over every current daemon
         └── Notifier.run (STATUS=, WATCHDOG=1)
 
-A reload (SIGHUP, with ``--config``) reads the file again. If it is bad, the error is logged and
+A SIGHUP first reads every TLS listener's certificate, key and client CA again (renewed
+certificates; a file that cannot be loaded is logged and the one in use stays). A reload (SIGHUP,
+with ``--config``) then reads the file again. If it is bad, the error is logged and
 everything keeps running as it was. Otherwise: servers no longer in the file drain and stop;
 servers whose settings changed drain and stop, then start again with the new ones (their clients
 reconnect); new servers start; servers whose settings are the same, and their clients, are not
@@ -181,8 +183,10 @@ async def run_fleet(
                 async for signum in signals:
                     name = signal.Signals(signum).name
                     if signum == signal.SIGHUP:
+                        with_tls = sum(daemon.reload_certificates() for daemon in fleet.current)
                         if reread is None:
-                            logger.warning("SIGHUP received: no --config, nothing to reload")
+                            if not with_tls:
+                                logger.warning("SIGHUP received: no --config, no TLS, nothing to reload")
                         elif not stop_requested.is_set():
                             logger.info("SIGHUP received: reloading the configuration")
                             nursery.start_soon(reload)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NoReturn, Self, final
@@ -33,9 +32,11 @@ from ._httpclient import open_http_client
 from ._httpservice import HttpService
 from ._listener import Incoming, IncomingHandler, MessageListener
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
-from ._tls import server_context
+from ._tls import ServerTls
 
 logger = logging.getLogger("channels.http")
+# What an https:// listener offers in TLS's protocol negotiation: HTTP/1.1 only (no h2).
+ALPN_PROTOCOLS = ("http/1.1",)
 
 # What trio.serve_listeners treats as "out of resources, try again": the process or system is out
 # of file descriptors, or the kernel of buffer memory.
@@ -51,13 +52,13 @@ class HttpListener(MessageListener):
         self,
         listener: trio.SocketListener,
         service: HttpService,
-        ssl_context: ssl.SSLContext | None,
+        tls: ServerTls | None,
         *,
         address: str | None = None,
     ) -> None:
         self._listener = listener
         self._service = service
-        self._ssl_context = ssl_context
+        self._tls = tls
         self._unix = listener.socket.family == socket.AF_UNIX
         if address is None:
             host, port = listener.socket.getsockname()[:2]
@@ -68,6 +69,13 @@ class HttpListener(MessageListener):
     @property
     def address(self) -> str:
         return self._address
+
+    def reload_certificates(self) -> bool:
+        """See :meth:`MessageListener.reload_certificates`."""
+        if self._tls is None:
+            return False
+        self._tls.reload()
+        return True
 
     async def accept(self) -> Incoming:
         """Not used: an HTTP connection is not one channel. Serve with :meth:`serve`.
@@ -124,7 +132,7 @@ class HttpListener(MessageListener):
                         self._service.endpoint.scheme, self._address
                     )
                 return await accept_tcp(
-                    self._listener, self._service.endpoint.scheme, self._ssl_context, https_compatible=True
+                    self._listener, self._service.endpoint.scheme, self._tls, https_compatible=True
                 )
             except OSError as exc:
                 if exc.errno not in ACCEPT_CAPACITY_ERRORS:
@@ -178,13 +186,11 @@ class _HttpAddress(Address):
                 authentication or opt-out, or the bind failed.
         """
         endpoint = self.endpoint
-        context = server_context(self, options) if endpoint.secure else None
-        if context is not None:
-            context.set_alpn_protocols(["http/1.1"])
+        tls = ServerTls.load(self, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
         service = _service(endpoint, loopback, options)
         return [
-            HttpListener(listener, service, context)
+            HttpListener(listener, service, tls)
             for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
         ]
 

@@ -103,6 +103,19 @@ class MessageListener(trio.abc.Listener[Incoming]):
     def address(self) -> str:
         """The bound address as text, with the real port for ``tcp:HOST:0``."""
 
+    def reload_certificates(self) -> bool:
+        """Read this listener's TLS certificate, key and client CA files again, if it has TLS.
+
+        The next handshakes use them; connections already open keep theirs.
+
+        Returns:
+            Whether the listener has TLS (the default: no).
+
+        Raises:
+            ListenError: a file cannot be loaded (named with its flag); the files in use stay.
+        """
+        return False
+
     async def serve(
         self,
         handler: IncomingHandler,

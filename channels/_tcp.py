@@ -11,10 +11,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Self, final
+from typing import TYPE_CHECKING, Self, final
 
 import attrs
 import trio
@@ -33,6 +32,9 @@ from ._channel import MessageChannel, PeerInfo
 from ._listener import Incoming, MessageListener, StreamIncoming
 from ._stream import StreamChannel
 from ._tlsstream import TlsSocketStream
+
+if TYPE_CHECKING:  # _tls imports this module
+    from ._tls import ServerTls
 
 logger = logging.getLogger("channels.tcp")
 
@@ -112,22 +114,23 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *, 
 async def accept_tcp(
     listener: trio.SocketListener,
     transport: str,
-    ssl_context: ssl.SSLContext | None,
+    tls: ServerTls | None,
     *,
     https_compatible: bool = False,
 ) -> tuple[trio.abc.Stream, PeerInfo]:
     """Accept one connection: the stream and what is known of the peer.
 
-    With an ``ssl_context`` the stream is TLS-wrapped, its handshake not yet done.
+    With ``tls`` the stream is TLS-wrapped, its handshake not yet done, with the context current
+    when the connection came (a reload while this waited counts).
     """
     while True:
         stream = await listener.accept()
         try:
             host, port = stream.socket.getpeername()[:2]
             peer = PeerInfo(transport, format_host_port(host, port))
-            if ssl_context is None:
+            if tls is None:
                 return stream, peer
-            return TlsSocketStream(stream, ssl_context, https_compatible=https_compatible), peer
+            return TlsSocketStream(stream, tls.context, https_compatible=https_compatible), peer
         except OSError as exc:
             # The peer reset the connection before it was accepted (ENOTCONN), or before OpenSSL
             # took the socket (ECONNRESET): skip it. An OSError out of accept() would end
@@ -145,17 +148,17 @@ class TcpListener(MessageListener):
     Args:
         listener: the bound socket listener, owned from now on.
         options: the channels' limits and authentication.
-        ssl_context: wrap every connection in TLS (``tls:``); the handshake happens in
+        tls: wrap every connection in TLS (``tls:``); the handshake happens in
             :meth:`StreamIncoming.establish`, never in ``accept``.
     """
 
     def __init__(
-        self, listener: trio.SocketListener, options: ListenOptions, ssl_context: ssl.SSLContext | None = None
+        self, listener: trio.SocketListener, options: ListenOptions, tls: ServerTls | None = None
     ) -> None:
         self._listener = listener
         self._options = options
-        self._ssl_context = ssl_context
-        self._transport = "tcp" if ssl_context is None else "tls"
+        self._tls = tls
+        self._transport = "tcp" if tls is None else "tls"
         host, port = listener.socket.getsockname()[:2]
         self._address = f"{self._transport}:{format_host_port(host, port)}"
 
@@ -163,8 +166,15 @@ class TcpListener(MessageListener):
     def address(self) -> str:
         return self._address
 
+    def reload_certificates(self) -> bool:
+        """See :meth:`MessageListener.reload_certificates`."""
+        if self._tls is None:
+            return False
+        self._tls.reload()
+        return True
+
     async def accept(self) -> Incoming:
-        wrapped, peer = await accept_tcp(self._listener, self._transport, self._ssl_context)
+        wrapped, peer = await accept_tcp(self._listener, self._transport, self._tls)
         return StreamIncoming(
             wrapped,
             peer,

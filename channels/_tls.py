@@ -73,6 +73,50 @@ def server_context(address: object, options: ListenOptions) -> ssl.SSLContext:
     return context
 
 
+@attrs.define(eq=False)
+class ServerTls:
+    """A TLS listener's context, which can be replaced by one read from the files again.
+
+    Renewed certificates (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``) are taken in by
+    :meth:`reload` (the daemon calls it on SIGHUP) without closing the listener: the next
+    handshakes use the new files; connections already open keep what they agreed on.
+
+    Attributes:
+        address: the listener's address, for messages.
+        options: where the files are.
+        context: the context for the next handshake.
+    """
+
+    address: object
+    options: ListenOptions
+    context: ssl.SSLContext
+    alpn: tuple[str, ...] = ()
+    """The protocols offered in ALPN, if any (``https://``: HTTP/1.1)."""
+
+    @classmethod
+    def load(cls, address: object, options: ListenOptions, *, alpn: tuple[str, ...] = ()) -> ServerTls:
+        """Read the files.
+
+        Raises:
+            ListenError: as :func:`server_context`.
+        """
+        return cls(address, options, _with_alpn(server_context(address, options), alpn), alpn)
+
+    def reload(self) -> None:
+        """Read the files again into a new context, and use it for the next handshakes.
+
+        Raises:
+            ListenError: a file cannot be loaded (named with its flag); the context in use stays.
+        """
+        self.context = _with_alpn(server_context(self.address, self.options), self.alpn)
+
+
+def _with_alpn(context: ssl.SSLContext, alpn: tuple[str, ...]) -> ssl.SSLContext:
+    if alpn:
+        context.set_alpn_protocols(list(alpn))
+    return context
+
+
 def client_context(address: object, options: ConnectOptions) -> ssl.SSLContext:
     """The client context: ``options.tls_ca`` or the system store, and a client certificate.
 
@@ -147,10 +191,10 @@ class TlsAddress(HostPortAddress):
             ListenError: no certificate or key configured, a PEM file that cannot be loaded,
                 beyond loopback without authentication or opt-out, or the bind failed.
         """
-        context = server_context(self, options)
+        tls = ServerTls.load(self, options)
         await check_exposure(self, self.host, options, encrypted=True)
         return [
-            TcpListener(listener, options, ssl_context=context)
+            TcpListener(listener, options, tls=tls)
             for listener in await open_tcp_listeners(self, self.host, self.port)
         ]
 

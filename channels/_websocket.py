@@ -26,7 +26,6 @@ Origin and the bearer token; a wrong path gets 404.
 from __future__ import annotations
 
 import logging
-import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Self, final
@@ -56,7 +55,7 @@ from ._guard import Rejection, RequestGuard
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
 from ._stream import RECEIVE_SIZE
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
-from ._tls import client_context, open_tls_client_stream, server_context
+from ._tls import ServerTls, client_context, open_tls_client_stream
 from ._tlsstream import TLS_STREAMS
 from ._unwrap import single_exception
 from ._wschannel import WebSocketChannel
@@ -184,13 +183,13 @@ class WebSocketListener(MessageListener):
         endpoint: Endpoint,
         guard: RequestGuard,
         options: ListenOptions,
-        ssl_context: ssl.SSLContext | None,
+        tls: ServerTls | None,
     ) -> None:
         self._listener = listener
         self._endpoint = endpoint
         self._guard = guard
         self._options = options
-        self._ssl_context = ssl_context
+        self._tls = tls
         host, port = listener.socket.getsockname()[:2]
         self._address = f"{endpoint.transport}://{format_host_port(host, port)}{endpoint.path}"
 
@@ -198,9 +197,16 @@ class WebSocketListener(MessageListener):
     def address(self) -> str:
         return self._address
 
+    def reload_certificates(self) -> bool:
+        """See :meth:`MessageListener.reload_certificates`."""
+        if self._tls is None:
+            return False
+        self._tls.reload()
+        return True
+
     async def accept(self) -> Incoming:
         wrapped, peer = await accept_tcp(
-            self._listener, self._endpoint.transport, self._ssl_context, https_compatible=True
+            self._listener, self._endpoint.transport, self._tls, https_compatible=True
         )
         return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
 
@@ -245,7 +251,7 @@ class _WebSocketAddress(Address):
                 beyond loopback without authentication or opt-out, or the bind failed.
         """
         endpoint = self.endpoint
-        context = server_context(self, options) if endpoint.secure else None
+        tls = ServerTls.load(self, options) if endpoint.secure else None
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
         guard = RequestGuard.create(
             loopback=loopback,
@@ -255,7 +261,7 @@ class _WebSocketAddress(Address):
             tokens=options.tokens,
         )
         return [
-            WebSocketListener(listener, endpoint, guard, options, context)
+            WebSocketListener(listener, endpoint, guard, options, tls)
             for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
         ]
 

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import logging
 import random
+import signal
 import socket
 import ssl
 import struct
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
+import trustme
+from cryptography import x509
 
+from bridge import Daemon
 from channels import (
     ConnectError,
     ConnectOptions,
@@ -23,7 +30,16 @@ from channels import (
     parse_address,
 )
 
-from conftest import TlsFiles, call, channel_pair, example_server, poll, result_text, running_bridge
+from conftest import (
+    TlsFiles,
+    bridge_process,
+    call,
+    channel_pair,
+    example_server,
+    poll,
+    result_text,
+    running_bridge,
+)
 from test_connect import connect
 
 TIMEOUT = 20
@@ -205,3 +221,93 @@ async def test_connections_reset_while_being_accepted_never_take_down_a_tls_list
                         return secure.version()
 
             assert await trio.to_thread.run_sync(handshake) is not None
+
+
+# -- renewed certificates: SIGHUP ----------------------------------------------------------------
+
+
+@attrs.define
+class RenewableCertificate:
+    """A CA the client trusts, and server certificate files that can be replaced in place."""
+
+    ca: trustme.CA
+    cert_path: Path
+    key_path: Path
+
+    def issue(self) -> str:
+        """Write a new certificate for 127.0.0.1 over the files; return its serial number."""
+        issued = self.ca.issue_cert("127.0.0.1")
+        self.cert_path.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+        issued.private_key_pem.write_to_path(str(self.key_path))
+        return _serial(issued.cert_chain_pems[0].bytes())
+
+    def served_serial(self, port: int) -> str:
+        """The serial number of the certificate a new connection to ``port`` is shown."""
+        context = ssl.create_default_context()
+        self.ca.configure_trust(context)
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as secure:
+                return _serial(ssl.DER_cert_to_PEM_cert(secure.getpeercert(binary_form=True)).encode())
+
+
+def _serial(pem: bytes) -> str:
+    return format(x509.load_pem_x509_certificate(pem).serial_number, "X")
+
+
+@pytest.fixture
+def renewable(tmp_path: Path) -> RenewableCertificate:
+    return RenewableCertificate(trustme.CA(), tmp_path / "cert.pem", tmp_path / "key.pem")
+
+
+@asynccontextmanager
+async def renewable_bridge(renewable: RenewableCertificate) -> AsyncIterator[tuple[Daemon, int]]:
+    """The bridge in this process on tls:127.0.0.1:PORT with the renewable files; and PORT."""
+    options = ListenOptions(tls_cert=str(renewable.cert_path), tls_key=str(renewable.key_path))
+    async with running_bridge(example_server(), ["tls:127.0.0.1:0"], listen_options=options) as daemon:
+        yield daemon, int(daemon.addresses[0].rsplit(":", 1)[1])
+
+
+async def test_a_renewed_certificate_is_served_to_new_connections_after_a_reload(
+    renewable: RenewableCertificate,
+) -> None:
+    first = renewable.issue()
+    with trio.fail_after(TIMEOUT):
+        async with renewable_bridge(renewable) as (daemon, port):
+            assert await trio.to_thread.run_sync(renewable.served_serial, port) == first
+            second = renewable.issue()
+            assert daemon.reload_certificates() == 1
+            assert await trio.to_thread.run_sync(renewable.served_serial, port) == second
+    assert first != second
+
+
+async def test_a_certificate_file_that_cannot_be_loaded_on_reload_leaves_the_old_one_in_use(
+    renewable: RenewableCertificate, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = renewable.issue()
+    with trio.fail_after(TIMEOUT):
+        async with renewable_bridge(renewable) as (daemon, port):
+            renewable.key_path.write_text("not a key\n")
+            assert daemon.reload_certificates() == 1
+            assert await trio.to_thread.run_sync(renewable.served_serial, port) == first
+    assert any(
+        "--tls-key" in record.getMessage() and "stays" in record.getMessage() for record in caplog.records
+    )
+
+
+async def test_sighup_makes_the_command_read_renewed_certificates_for_tls_wss_and_https(
+    renewable: RenewableCertificate,
+) -> None:
+    first = renewable.issue()
+    tls_flags = ("--tls-cert", str(renewable.cert_path), "--tls-key", str(renewable.key_path))
+    listen = ("tls:127.0.0.1:0", "wss://127.0.0.1:0/mcp", "https://127.0.0.1:0/mcp")
+    args = [part for address in listen for part in ("--listen", address)]
+    with trio.fail_after(TIMEOUT):
+        async with bridge_process(*args, *tls_flags, "--", *example_server(), listeners=3) as bridge:
+            ports = [int(address.split(":")[-1].split("/")[0]) for address in bridge.addresses]
+            for port in ports:
+                assert await trio.to_thread.run_sync(renewable.served_serial, port) == first
+            second = renewable.issue()
+            bridge.process.send_signal(signal.SIGHUP)
+            await poll(lambda: bridge.log().count("TLS certificate and key read again") == 3)
+            for port in ports:
+                assert await trio.to_thread.run_sync(renewable.served_serial, port) == second

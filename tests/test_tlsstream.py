@@ -13,7 +13,9 @@ import pytest
 import trio
 import trio.testing
 
+from channels import ListenOptions
 from channels._tcp import accept_tcp
+from channels._tls import ServerTls
 from channels._tlsstream import TlsSocketStream
 
 from conftest import TlsFiles
@@ -26,6 +28,10 @@ def server_context(tls_files: TlsFiles) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls_files.server_cert, tls_files.server_key)
     return context
+
+
+def listener_tls(tls_files: TlsFiles) -> ServerTls:
+    return ServerTls("tls:test", ListenOptions(), server_context(tls_files))
 
 
 def open_fds() -> int:
@@ -41,7 +47,7 @@ async def tls_pair(tls_files: TlsFiles) -> AsyncIterator[tuple[TlsSocketStream, 
     client = trio.SSLStream(
         await trio.open_tcp_stream("127.0.0.1", port), client_context, server_hostname="127.0.0.1"
     )
-    server, _ = await accept_tcp(listener, "tls", server_context(tls_files))
+    server, _ = await accept_tcp(listener, "tls", listener_tls(tls_files))
     assert isinstance(server, TlsSocketStream)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(server.do_handshake)
@@ -85,7 +91,7 @@ async def test_accepting_skips_connections_reset_by_their_peer_and_takes_the_nex
             reset.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
             reset.close()
         kept = socket.create_connection(("127.0.0.1", port))
-        stream, peer = await accept_tcp(listener, "tls", context)
+        stream, peer = await accept_tcp(listener, "tls", ServerTls("tls:test", ListenOptions(), context))
         assert peer.address == f"127.0.0.1:{kept.getsockname()[1]}"
         await stream.aclose()
         kept.close()
