@@ -57,6 +57,7 @@ class Fleet:
     current: list[Daemon] = attrs.field(factory=list)
     _by_name: dict[str, Daemon] = attrs.field(factory=dict)
     _everyone: list[Daemon] = attrs.field(factory=list)  # draining ones included
+    _starting: list[Daemon] = attrs.field(factory=list)  # listening perhaps, not yet started
     _nursery: trio.Nursery | None = None
     stopping: bool = False
     """A stop has begun: reloads start nothing more."""
@@ -69,10 +70,25 @@ class Fleet:
         """
         assert self._nursery is not None
         daemon = Daemon(config, tap=self.tap, request_metrics=RequestMetrics() if self.metered else None)
-        await self._nursery.start(daemon.run)
+        self._starting.append(daemon)
+        try:
+            await self._nursery.start(daemon.run)
+        finally:
+            self._starting.remove(daemon)
         self._by_name[name] = daemon
         self._everyone.append(daemon)
         self.current[:] = list(self._by_name.values())
+
+    def reload_certificates(self) -> int:
+        """Make every daemon's TLS listeners read their files again (SIGHUP).
+
+        Daemons still starting count: their listeners may be bound already (a slow child's
+        probe runs after), and a renewal signalled then must not wait for the next SIGHUP.
+
+        Returns:
+            How many TLS listeners there are.
+        """
+        return sum(daemon.reload_certificates() for daemon in [*self._everyone, *self._starting])
 
     def describe(self) -> str:
         """One status line for every server."""
@@ -183,7 +199,7 @@ async def run_fleet(
                 async for signum in signals:
                     name = signal.Signals(signum).name
                     if signum == signal.SIGHUP:
-                        with_tls = sum(daemon.reload_certificates() for daemon in fleet.current)
+                        with_tls = fleet.reload_certificates()
                         if reread is None:
                             if not with_tls:
                                 logger.warning("SIGHUP received: no --config, no TLS, nothing to reload")

@@ -56,8 +56,8 @@ def server_context(address: object, options: ListenOptions) -> ssl.SSLContext:
     # OpenSSL reading in the middle of a write would complicate TlsSocketStream for nothing.
     context.options |= ssl.OP_NO_RENEGOTIATION
     try:
-        context.load_cert_chain(options.tls_cert, options.tls_key)
-    except (OSError, ssl.SSLError) as exc:
+        context.load_cert_chain(options.tls_cert, options.tls_key, password=_no_passphrase)
+    except (OSError, ssl.SSLError, EncryptedKey) as exc:
         raise ListenError(
             f"{address}: cannot load --tls-cert {options.tls_cert} with --tls-key "
             f"{options.tls_key}: {_describe(exc)}"
@@ -137,7 +137,22 @@ def client_context(address: object, options: ConnectOptions) -> ssl.SSLContext:
     return context
 
 
-def _describe(exc: OSError | ssl.SSLError) -> str:
+class EncryptedKey(Exception):
+    """A private key file needs a passphrase."""
+
+
+def _no_passphrase() -> bytes:
+    # Without a password callback OpenSSL would prompt on the terminal, blocking the event loop
+    # (and every connection) until someone types: a daemon refuses encrypted keys instead.
+    raise EncryptedKey(
+        "the key is encrypted, and a daemon cannot ask for its passphrase: give it an unencrypted "
+        "key readable only by the bridge's user (or a systemd credential)"
+    )
+
+
+def _describe(exc: OSError | ssl.SSLError | EncryptedKey) -> str:
+    if isinstance(exc, EncryptedKey):
+        return str(exc)
     if isinstance(exc, ssl.SSLError):
         return exc.reason or str(exc)
     return exc.strerror or str(exc)

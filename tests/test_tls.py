@@ -9,6 +9,7 @@ import signal
 import socket
 import ssl
 import struct
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ import pytest
 import trio
 import trustme
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from bridge import Daemon
 from channels import (
@@ -32,6 +34,7 @@ from channels import (
 
 from conftest import (
     TlsFiles,
+    bridge_argv,
     bridge_process,
     call,
     channel_pair,
@@ -311,3 +314,65 @@ async def test_sighup_makes_the_command_read_renewed_certificates_for_tls_wss_an
             await poll(lambda: bridge.log().count("TLS certificate and key read again") == 3)
             for port in ports:
                 assert await trio.to_thread.run_sync(renewable.served_serial, port) == second
+
+
+async def test_a_sighup_while_the_server_is_still_starting_reaches_its_tls_listener(
+    renewable: RenewableCertificate, tmp_path: Path
+) -> None:
+    # The listener is bound before the child's era probe, which this child makes last its whole
+    # 5 s (it never answers server/discover): a renewal signalled meanwhile must count.
+    first = renewable.issue()
+    started = tmp_path / "child-started"
+    child = ("sh", "-c", f'touch "{started}" && exec "$@"', "sh", *example_server("--discover-hang"))
+    argv = bridge_argv(
+        "--listen", "tls:127.0.0.1:0", "--tls-cert", str(renewable.cert_path),
+        "--tls-key", str(renewable.key_path), "--", *child,
+    )  # fmt: skip
+    process = await trio.lowlevel.open_process(argv, stderr=subprocess.PIPE, start_new_session=True)
+    log: list[str] = []
+
+    async def collect() -> None:
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            log.extend(chunk.decode(errors="replace").splitlines())
+
+    try:
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(collect)
+                await poll(started.exists)
+                second = renewable.issue()
+                process.send_signal(signal.SIGHUP)
+                await poll(lambda: any("listening on" in line for line in log))
+                [address] = [line.rsplit("listening on ", 1)[1] for line in log if "listening on" in line]
+                port = int(address.rsplit(":", 1)[1])
+                assert await trio.to_thread.run_sync(renewable.served_serial, port) == second
+                nursery.cancel_scope.cancel()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(TIMEOUT):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert first != second
+
+
+async def test_an_encrypted_key_is_refused_with_its_flag_named_instead_of_prompting_for_a_passphrase(
+    renewable: RenewableCertificate,
+) -> None:
+    renewable.issue()
+    key = serialization.load_pem_private_key(renewable.key_path.read_bytes(), None)
+    renewable.key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"a passphrase"),
+        )
+    )
+    options = ListenOptions(tls_cert=str(renewable.cert_path), tls_key=str(renewable.key_path))
+    with (
+        trio.fail_after(TIMEOUT),
+        pytest.raises(ListenError, match=r"--tls-key.*cannot ask for its passphrase"),
+    ):
+        await TlsAddress("127.0.0.1", 0).listen(options)
