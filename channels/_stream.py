@@ -267,7 +267,14 @@ class StreamChannel(MessageChannel):
             while not self._pending:
                 if self._eof:
                     raise trio.EndOfChannel
-                data = await receive_some(self._stream, self._receive_fd)
+                try:
+                    data = await receive_some(self._stream, self._receive_fd)
+                except trio.BrokenResourceError:
+                    if self._closed:  # closed by another task meanwhile (TLS's goodbye can break)
+                        raise trio.ClosedResourceError("channel was closed") from None
+                    raise
+                if self._closed:  # closed by another task while this one read
+                    raise trio.ClosedResourceError("channel was closed")
                 if data:
                     self.bytes_received += len(data)
                     self._pending.extend(self._framer.feed(data))

@@ -195,11 +195,14 @@ class WebSocketChannel(MessageChannel):
             await trio.lowlevel.checkpoint_if_cancelled()
             if self._messages or self._end is not None:
                 await trio.lowlevel.cancel_shielded_checkpoint()
-            while not self._messages:
+            while True:
+                if self._closed:  # by another task while this one read (a race with the goodbye)
+                    raise trio.ClosedResourceError("channel was closed")
+                if self._messages:
+                    return decode(self._messages.popleft())
                 if self._end is not None:
                     raise self._end
                 await self._read()
-            return decode(self._messages.popleft())
         finally:
             self._receiving = False
 
