@@ -21,7 +21,7 @@ import trio
 
 from ._address import ConnectError, ConnectOptions
 from ._endpoint import Endpoint
-from ._stream import RECEIVE_SIZE
+from ._fdio import RECEIVE_SIZE
 from ._tcp import open_tcp_stream
 from ._tls import open_tls_client_stream
 

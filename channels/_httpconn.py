@@ -28,7 +28,8 @@ import attrs
 import httptools
 import trio
 
-from ._stream import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
+from ._fdio import RECEIVE_SIZE
+from ._stream import send_all_within, send_fd_getter, write_now
 
 Headers = Sequence[tuple[bytes, bytes]]
 

@@ -16,13 +16,10 @@ import trio
 
 from ._channel import MessageChannel, PeerInfo
 from ._errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
+from ._fdio import RECEIVE_SIZE
 from ._framing import LineFramer, Oversized
 from ._jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
 from ._tlsstream import TLS_STREAMS, TlsSocketStream
-
-# How much one read asks for. 64 KiB holds hundreds of small MCP messages, so a pipelined peer is
-# served by one system call per batch; it is also trio's DEFAULT_RECEIVE_SIZE for sockets.
-RECEIVE_SIZE = 65536
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).

@@ -15,7 +15,6 @@ stream methods) and one more method, :meth:`TlsSocketStream.send_nowait`, for
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -24,13 +23,9 @@ from typing import Any, TypeVar, final
 
 import trio
 
-T = TypeVar("T")
+from ._fdio import RECEIVE_SIZE, discard_unread
 
-# How much receive_some reads when not told: trio's own default for streams.
-DEFAULT_RECEIVE_SIZE = 65536
-# The most unread bytes aclose() throws away so that closing sends FIN rather than a reset (1 MiB:
-# far more than a handshake or a goodbye; a peer still sending after that is reset).
-MAX_DISCARD_READS = 16
+T = TypeVar("T")
 
 
 @final
@@ -163,7 +158,7 @@ class TlsSocketStream(trio.abc.Stream):
             if not self._handshaken:
                 await self.do_handshake()
             self._check_open()
-            return await self._until_done(partial(self._ssl.recv, max_bytes or DEFAULT_RECEIVE_SIZE))
+            return await self._until_done(partial(self._ssl.recv, max_bytes or RECEIVE_SIZE))
         finally:
             self._receiving = False
 
@@ -236,24 +231,10 @@ class TlsSocketStream(trio.abc.Stream):
                     self._ssl.unwrap()
                 except (ssl.SSLError, OSError, ValueError):
                     pass  # no room, or the peer is gone: closing is all that is left
-            self._discard_unread()
+            discard_unread(self._ssl.fileno())
             trio.lowlevel.notify_closing(self._ssl)
             self._ssl.close()
         await trio.lowlevel.checkpoint()
-
-    def _discard_unread(self) -> None:
-        """Drop what arrived and was never read, without waiting.
-
-        A socket closed with unread bytes is reset (RST), and a reset can destroy what was sent
-        last (a TLS alert, ``close_notify``) before the peer reads it.
-        """
-        fd = self._ssl.fileno()
-        try:
-            for _ in range(MAX_DISCARD_READS):
-                if not os.read(fd, DEFAULT_RECEIVE_SIZE):
-                    return
-        except OSError:
-            pass  # BlockingIOError: nothing more; anything else: closing anyway
 
 
 def _failure(exc: BaseException) -> trio.ClosedResourceError | trio.BrokenResourceError:

@@ -51,9 +51,9 @@ from ._address import (
 )
 from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._endpoint import Endpoint, parse_endpoint
+from ._fdio import RECEIVE_SIZE
 from ._guard import Rejection, RequestGuard
 from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
-from ._stream import RECEIVE_SIZE
 from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from ._tls import ServerTls, client_context, open_tls_client_stream
 from ._tlsstream import TLS_STREAMS

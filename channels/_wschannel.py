@@ -30,11 +30,11 @@ from websockets.protocol import Protocol, Side, State
 
 from ._channel import CloseReason, MessageChannel, PeerInfo
 from ._errors import InvalidMessage, SendTimeout
+from ._fdio import discard_unread
 from ._jsonrpc import JSONObject, decode, encode, validate
 from ._lock import HandoffLock
 from ._stream import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    RECEIVE_SIZE,
     receive_fd_getter,
     receive_some,
     send_all_within,
@@ -545,20 +545,10 @@ class WebSocketChannel(MessageChannel):
                 scope.shield = True
                 if self._protocol.state is State.OPEN:
                     self._protocol.send_close(reason.value, _short(detail))
-                self._discard_available()
+                if isinstance(self._stream, trio.SocketStream) and self._receive_fd is not None:
+                    discard_unread(self._receive_fd())  # a plain socket; TLS drops its own
                 await self._write(b"".join(self._protocol.data_to_send()), eof=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             await trio.aclose_forcefully(self._stream)
-
-    def _discard_available(self) -> None:
-        """Read and drop what a plain socket has already received, without waiting."""
-        fd = self._send_fd() if self._send_fd is not None else -1
-        if fd < 0 or not isinstance(self._stream, trio.SocketStream):
-            return
-        try:
-            while os.read(fd, RECEIVE_SIZE):
-                pass
-        except OSError:
-            pass  # BlockingIOError: nothing more; anything else: closing anyway
