@@ -153,8 +153,6 @@ class WebSocketChannel(MessageChannel):
             self._receive_bytes(received)
             self._take_events()
             self._owed = True
-            if self._end is None and protocol.state is not State.OPEN:
-                self._end = self._ending()
 
     @property
     def peer(self) -> PeerInfo:
@@ -260,17 +258,18 @@ class WebSocketChannel(MessageChannel):
         pending = protocol.data_to_send()
         if pending:  # a pong, a close frame, the end of TCP
             await self._flush(pending)
-        if self._end is None and protocol.state is not State.OPEN:
-            self._end = self._ending()
 
     def _take_events(self) -> None:
-        """Collect the messages in the frames the library has parsed."""
-        for event in self._protocol.events_received():
+        """Collect the messages in the frames the library has parsed, and notice the end."""
+        protocol = self._protocol
+        for event in protocol.events_received():
             if self._end is None and isinstance(event, Frame):
                 if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
                     self._text(event.data)  # a whole message in one frame
                 else:
                     self._frame(event)
+        if self._end is None and protocol.state is not State.OPEN:
+            self._end = self._ending()
 
     def _receive_bytes(self, data: bytes | bytearray) -> None:
         """Take the simple text frames at the front, and give the library the other whole frames.
@@ -299,15 +298,12 @@ class WebSocketChannel(MessageChannel):
         while (extent := frame_extent(data, whole)) is not None:
             header, length = extent
             if length > self.max_message_bytes:
-                whole = len(data)  # the library refuses it from its header (1009)
-                self._partial_size = 0
+                whole, extent = len(data), None  # the library refuses it from its header (1009)
                 break
             if whole + header + length > len(data):
-                self._partial_size = header + length
-                break
+                break  # incomplete: kept, with its size
             whole += header + length
-        else:
-            self._partial_size = 0  # the header itself is not complete
+        self._partial_size = sum(extent) if extent is not None else 0  # 0: header incomplete
         if whole > taken:
             protocol.receive_data(data[taken:whole])
         self._partial += data[whole:]

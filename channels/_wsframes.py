@@ -58,26 +58,17 @@ def take_text_frames(data: bytes | bytearray, max_size: int) -> tuple[list[bytes
     payloads: list[bytes] = []
     end = len(data)
     start = 0
-    while end - start >= SHORTEST_MASKED_FRAME:
-        second = data[start + 1]
-        if data[start] != FINAL_TEXT or not second & MASKED:
+    while end - start >= SHORTEST_MASKED_FRAME and data[start] == FINAL_TEXT and data[start + 1] & MASKED:
+        extent = frame_extent(data, start)
+        if extent is None:
             break
-        length = second & ~MASKED
-        key = start + 2
-        if length == LENGTH_16:
-            if end - key < 2:
-                break
-            (length,) = _U16.unpack_from(data, key)
-            key += 2
-        elif length == LENGTH_64:
-            if end - key < 8:
-                break
-            (length,) = _U64.unpack_from(data, key)
-            key += 8
-        payload = key + MASK_KEY_BYTES
+        header, length = extent
+        payload = start + header
         if length > max_size or payload + length > end:
             break
-        payloads.append(apply_mask(data[payload : payload + length], data[key:payload]))
+        payloads.append(
+            apply_mask(data[payload : payload + length], data[payload - MASK_KEY_BYTES : payload])
+        )
         start = payload + length
     return payloads, start
 
