@@ -70,13 +70,6 @@ class HttpListener(MessageListener):
     def address(self) -> str:
         return self._address
 
-    def reload_certificates(self) -> bool:
-        """See :meth:`MessageListener.reload_certificates`."""
-        if self._tls is None:
-            return False
-        self._tls.reload()
-        return True
-
     async def accept(self) -> Incoming:
         """Not used: an HTTP connection is not one channel. Serve with :meth:`serve`.
 

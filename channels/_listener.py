@@ -41,6 +41,7 @@ from ._tlsstream import TLS_STREAMS, TlsStream
 
 if TYPE_CHECKING:
     from ._address import ListenOptions
+    from ._tls import ServerTls  # _tls imports this module
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).
@@ -98,6 +99,9 @@ class MessageListener(trio.abc.Listener[Incoming]):
 
     __slots__ = ()
 
+    _tls: ServerTls | None = None
+    """A TLS listener's certificates and context (set by the subclasses that offer TLS)."""
+
     @property
     @abstractmethod
     def address(self) -> str:
@@ -109,12 +113,15 @@ class MessageListener(trio.abc.Listener[Incoming]):
         The next handshakes use them; connections already open keep theirs.
 
         Returns:
-            Whether the listener has TLS (the default: no).
+            Whether the listener has TLS.
 
         Raises:
             ListenError: a file cannot be loaded (named with its flag); the files in use stay.
         """
-        return False
+        if self._tls is None:
+            return False
+        self._tls.reload()
+        return True
 
     async def serve(
         self,

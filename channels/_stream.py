@@ -10,6 +10,7 @@ import errno
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import final
 
 import trio
@@ -176,10 +177,9 @@ class StreamChannel(MessageChannel):
         "_pending",
         "_receive_fd",
         "_receiving",
-        "_send_fd",
+        "_send_now",
         "_sending",
         "_stream",
-        "_tls_socket",
         "bytes_received",
         "bytes_sent",
         "dropped_at_eof",
@@ -196,9 +196,13 @@ class StreamChannel(MessageChannel):
         send_timeout: float | None = None,
     ) -> None:
         self._stream = stream
-        self._send_fd = send_fd_getter(stream)
+        # What writes without waiting: OpenSSL's socket for a TLS listener's stream, else the fd.
+        self._send_now: Callable[[bytes], int] = (
+            stream.send_nowait
+            if isinstance(stream, TlsSocketStream)
+            else partial(write_now, send_fd_getter(stream))
+        )
         self._receive_fd = receive_fd_getter(stream)
-        self._tls_socket = stream if isinstance(stream, TlsSocketStream) else None
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()
@@ -381,9 +385,7 @@ class StreamChannel(MessageChannel):
         """Write what the kernel takes without waiting; return how many bytes that was."""
         if self._closed:
             return 0  # send_all decides what to raise
-        if self._tls_socket is not None:
-            return self._tls_socket.send_nowait(data)
-        return write_now(self._send_fd, data)
+        return self._send_now(data)
 
     async def send_eof(self) -> None:
         """Half-close: the peer sees ``EndOfChannel``; receiving goes on.

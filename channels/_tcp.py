@@ -166,13 +166,6 @@ class TcpListener(MessageListener):
     def address(self) -> str:
         return self._address
 
-    def reload_certificates(self) -> bool:
-        """See :meth:`MessageListener.reload_certificates`."""
-        if self._tls is None:
-            return False
-        self._tls.reload()
-        return True
-
     async def accept(self) -> Incoming:
         wrapped, peer = await accept_tcp(self._listener, self._transport, self._tls)
         return StreamIncoming(
