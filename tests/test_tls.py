@@ -50,6 +50,11 @@ EXIT_OK = 0
 RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset (RST)
 
 
+def port_of(address: str) -> int:
+    """The port of ``tls:HOST:PORT``, ``wss://HOST:PORT/PATH`` or ``https://HOST:PORT/PATH``."""
+    return int(address.split(":")[-1].split("/")[0])
+
+
 async def test_a_tls_listener_serves_an_mcp_session_through_the_bridge(tls_files: TlsFiles) -> None:
     with trio.fail_after(TIMEOUT):
         async with running_bridge(
@@ -212,7 +217,7 @@ async def test_connections_reset_while_being_accepted_never_take_down_a_tls_list
         async with running_bridge(
             example_server(), [address], listen_options=tls_files.listen_options()
         ) as daemon:
-            port = int(daemon.addresses[0].split(":")[-1].split("/")[0])
+            port = port_of(daemon.addresses[0])
             async with trio.open_nursery() as nursery:
                 for _ in range(4):
                     nursery.start_soon(trio.to_thread.run_sync, _connect_and_reset, port, 300)
@@ -267,7 +272,7 @@ async def renewable_bridge(renewable: RenewableCertificate) -> AsyncIterator[tup
     """The bridge in this process on tls:127.0.0.1:PORT with the renewable files; and PORT."""
     options = ListenOptions(tls_cert=str(renewable.cert_path), tls_key=str(renewable.key_path))
     async with running_bridge(example_server(), ["tls:127.0.0.1:0"], listen_options=options) as daemon:
-        yield daemon, int(daemon.addresses[0].rsplit(":", 1)[1])
+        yield daemon, port_of(daemon.addresses[0])
 
 
 async def test_a_renewed_certificate_is_served_to_new_connections_after_a_reload(
@@ -306,7 +311,7 @@ async def test_sighup_makes_the_command_read_renewed_certificates_for_tls_wss_an
     args = [part for address in listen for part in ("--listen", address)]
     with trio.fail_after(TIMEOUT):
         async with bridge_process(*args, *tls_flags, "--", *example_server(), listeners=3) as bridge:
-            ports = [int(address.split(":")[-1].split("/")[0]) for address in bridge.addresses]
+            ports = [port_of(address) for address in bridge.addresses]
             for port in ports:
                 assert await trio.to_thread.run_sync(renewable.served_serial, port) == first
             second = renewable.issue()
@@ -345,7 +350,7 @@ async def test_a_sighup_while_the_server_is_still_starting_reaches_its_tls_liste
                 process.send_signal(signal.SIGHUP)
                 await poll(lambda: any("listening on" in line for line in log))
                 [address] = [line.rsplit("listening on ", 1)[1] for line in log if "listening on" in line]
-                port = int(address.rsplit(":", 1)[1])
+                port = port_of(address)
                 assert await trio.to_thread.run_sync(renewable.served_serial, port) == second
                 nursery.cancel_scope.cancel()
     finally:
