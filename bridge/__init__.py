@@ -5,46 +5,21 @@ layer: child processes, relaying, the daemon, the command line. Transports live 
 ``channels`` package, which this one imports and which never imports this one.
 """
 
-from ._api import open_bridge, stop_budget
-from ._child import ChildProcess, ChildSpec, describe_exit, open_child
-from ._daemon import Daemon, DaemonStatistics, ServeConfig
-from ._errors import (
-    CONNECTION_CLOSED,
-    REPLY_TOO_LARGE,
-    REQUEST_TIMEOUT,
-    TOO_MANY_CONNECTIONS,
-    TOO_MANY_REQUESTS,
-    BridgeError,
-    ChildStartError,
-    ConfigError,
-    error_response,
-)
-from ._limits import Limits
-from ._relay import Ending, Relay
-from ._supervisor import CrashLoop, RestartPolicy
+from channels._core.exports import fixup_module_metadata
 
-__all__ = [
-    "CONNECTION_CLOSED",
-    "REPLY_TOO_LARGE",
-    "REQUEST_TIMEOUT",
-    "TOO_MANY_CONNECTIONS",
-    "TOO_MANY_REQUESTS",
-    "BridgeError",
-    "ChildProcess",
-    "ChildSpec",
-    "ChildStartError",
-    "ConfigError",
-    "CrashLoop",
-    "Daemon",
-    "DaemonStatistics",
-    "Ending",
-    "Limits",
-    "Relay",
-    "RestartPolicy",
-    "ServeConfig",
-    "describe_exit",
-    "error_response",
-    "open_bridge",
-    "open_child",
-    "stop_budget",
-]
+from . import _child, _daemon, _errors, _limits, _relay
+from ._child import *  # noqa: F403
+from ._daemon import *  # noqa: F403
+from ._errors import *  # noqa: F403
+from ._limits import *  # noqa: F403
+from ._relay import *  # noqa: F403
+
+__all__: list[str] = []
+__all__ += _child.__all__
+__all__ += _relay.__all__
+__all__ += _daemon.__all__
+__all__ += _errors.__all__
+__all__ += _limits.__all__
+
+fixup_module_metadata(__name__, __all__, globals())
+del fixup_module_metadata

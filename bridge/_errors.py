@@ -13,7 +13,6 @@ from typing import Any
 from channels import (
     INVALID_REQUEST,
     PARSE_ERROR,
-    UNAUTHORIZED,
     CloseReason,
     JSONObject,
     MessageTooLarge,
@@ -23,20 +22,14 @@ from channels import (
 
 __all__ = [
     "CONNECTION_CLOSED",
-    "INVALID_REQUEST",
-    "PARSE_ERROR",
     "REPLY_TOO_LARGE",
     "REQUEST_TIMEOUT",
     "TOO_MANY_CONNECTIONS",
     "TOO_MANY_REQUESTS",
-    "UNAUTHORIZED",
     "BridgeError",
     "ChildStartError",
     "ConfigError",
-    "bad_input_reply",
-    "close_reason",
     "error_response",
-    "too_many_requests",
 ]
 
 CONNECTION_CLOSED = -32000  # python-sdk CONNECTION_CLOSED: child gone, connection ending, stopping
@@ -50,7 +43,7 @@ TOO_MANY_REQUESTS = -31002  # the connection already has the maximum number of r
 """The connection already had ``Limits.max_in_flight`` requests in flight."""
 TOO_MANY_CONNECTIONS = -31003  # sent with id null just before closing a connection over the cap
 """The bridge already served ``Limits.max_connections`` connections; the connection is closed."""
-# UNAUTHORIZED = -31004 (channels._auth): a newline channel's first message carried no valid token
+# UNAUTHORIZED = -31004 (channels._core.auth): a newline channel's first message carried no valid token
 
 # How a connection's ending (its data.reason tag) is told to a peer that understands close codes
 # (WebSocket); endings not listed close normally.
@@ -132,7 +125,7 @@ class ConfigError(BridgeError):
     """The configuration or command line cannot work; the message names the setting and the fix.
 
     Raised while the command line is turned into a configuration; the CLI then exits with
-    :data:`bridge._cli.EXIT_CONFIG` (78, ``EX_CONFIG``).
+    :data:`bridge._cli.main.EXIT_CONFIG` (78, ``EX_CONFIG``).
     """
 
 

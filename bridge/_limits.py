@@ -15,6 +15,8 @@ from ._errors import ConfigError
 MiB = 1024 * 1024
 
 # Longest message a client may send: python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE (4 MiB) for HTTP.
+__all__ = ["Limits"]
+
 MAX_CLIENT_MESSAGE = 4 * MiB
 # Longest line a child may write: tool results carry base64 blobs; hypercorn allows 16 MiB WebSocket
 # messages. python-sdk's stdio transport has no limit at all, which is the gap this closes.

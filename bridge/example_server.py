@@ -10,7 +10,7 @@ benchmark have a real child process whose faults can be switched on from the com
                                      [--crash-once-file PATH] [--era {dual,legacy,modern}]
                                      [--discover-hang]
 
-``--era`` picks which eras it serves, for testing the bridge's era probe (``bridge/_eras.py``):
+``--era`` picks which eras it serves, for testing the bridge's era probe (``bridge/_shared/eras.py``):
 ``dual`` (the default) serves both, as above; ``legacy`` is a 2025-11-25 server: it does not know
 ``server/discover`` (``-32601`` Method not found, as for any unknown method) and ignores ``_meta``
 (no ``resultType`` in its results); ``modern`` is a 2026-07-28-only server: it answers

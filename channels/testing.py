@@ -22,9 +22,9 @@ from typing import Any, TypeAlias
 import trio
 from trio.testing import assert_checkpoints, wait_all_tasks_blocked
 
-from ._channel import MessageChannel, PeerInfo
-from ._errors import MessageTooLarge, SendTimeout
-from ._jsonrpc import JSONObject, encode
+from ._core.channel import MessageChannel, PeerInfo
+from ._core.errors import MessageTooLarge, SendTimeout
+from ._core.jsonrpc import JSONObject, encode
 
 __all__ = ["DEFAULT_CHECK_MAX_MESSAGE_BYTES", "PairMaker", "check_message_channel"]
 

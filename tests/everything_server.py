@@ -1,4 +1,4 @@
-"""The MCP conformance suite's "everything" server, on stdio, for tests/test_conformance.py.
+"""The MCP conformance suite's "everything" server, on stdio, for tests/e2e/test_conformance.py.
 
 The conformance suite (``@modelcontextprotocol/conformance``) tests a server over Streamable HTTP
 only; its server scenarios call fixed tools, resources and prompts (``test_simple_text``,

@@ -1,7 +1,7 @@
 """A small HTTP/1.1 client for the HTTP listener's tests: h11 on a trio TCP stream.
 
 It gives the tests what an SDK client hides: every status and header, bodies byte for byte, and
-event streams read event by event (parsed here, independently of ``channels._sse``), so that each
+event streams read event by event (parsed here, independently of ``channels._http.sse``), so that each
 rule of the transport can be checked on the wire.
 """
 

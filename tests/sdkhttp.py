@@ -33,7 +33,6 @@ from mcp.types import (
     JSONRPCResponse,
     TextContent,
 )
-from test_e2e_sdk import _bare_errors
 
 from bridge import Daemon
 
@@ -328,3 +327,21 @@ class DroppingProxy:
         for pipe in dropped:
             pipe.scope.cancel()
         return len(dropped)
+
+
+@asynccontextmanager
+async def _bare_errors() -> AsyncIterator[None]:
+    """Re-raise a lone exception bare when a nursery or task group wrapped it in a group.
+
+    Otherwise the test body's own AssertionError reaches pytest nested one group deeper per
+    nursery it crossed.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        sole: BaseException = group
+        while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
+            sole = sole.exceptions[0]
+        if sole is group:
+            raise
+        raise sole from None

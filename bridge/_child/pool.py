@@ -19,9 +19,9 @@ import logging
 import attrs
 import trio
 
-from ._child import ChildProcess, ChildSpec, describe_exit, open_child
-from ._errors import ChildStartError
-from ._limits import Limits
+from .._errors import ChildStartError
+from .._limits import Limits
+from .process import ChildProcess, ChildSpec, describe_exit, open_child
 
 logger = logging.getLogger("bridge.pool")
 

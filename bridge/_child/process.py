@@ -33,9 +33,9 @@ import trio
 
 from channels import PeerInfo, ProtocolError, StreamChannel
 
-from ._errors import ChildStartError
-from ._limits import Limits
-from ._stderr import RateLimiter, escape_for_log, log_stderr
+from .._errors import ChildStartError
+from .._limits import Limits
+from .stderr import RateLimiter, escape_for_log, log_stderr
 
 logger = logging.getLogger("bridge.child")
 
@@ -281,7 +281,7 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
     block borrows it and must not keep the :class:`ChildProcess` beyond the block. However the block
     ends, cancellation included, the child is stopped with :meth:`ChildProcess.stop` (shielded and
     bounded) before this returns. An exception from the block comes out unchanged, not wrapped in
-    an ``ExceptionGroup``. The child's stderr is logged line by line (see :mod:`bridge._stderr`)
+    an ``ExceptionGroup``. The child's stderr is logged line by line (see :mod:`bridge._child.stderr`)
     for as long as the block runs.
 
     Args:

@@ -5,7 +5,7 @@ Two layers (``reliability-anchors.md`` §3, "Supervising the child"):
 * :class:`RestartPolicy` and :class:`RestartTracker`, sans-IO: the numbers, and the bookkeeping that
   turns a history of starts and exits into "restart in so many seconds" or "give up". They take the
   time as an argument and import nothing from trio, so every schedule can be tested exactly.
-* :class:`Supervisor`, the trio part: starts the child with :func:`~bridge._child.open_child`, hands
+* :class:`Supervisor`, the trio part: starts the child with :func:`~bridge._child.process.open_child`, hands
   it to the caller's ``serve`` callback, and when ``serve`` returns either stops (after
   :meth:`Supervisor.stop`) or restarts it after the tracker's delay. The child is always stopped in
   MCP order by ``open_child``'s exit, also when :meth:`Supervisor.run` is cancelled.
@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from ._child import ChildProcess, ChildSpec, describe_exit, open_child
-from ._errors import BridgeError, ChildStartError
-from ._limits import Limits
+from .._errors import BridgeError, ChildStartError
+from .._limits import Limits
+from .process import ChildProcess, ChildSpec, describe_exit, open_child
 
 logger = logging.getLogger("bridge.supervisor")
 

@@ -41,11 +41,11 @@ import cattrs
 
 from channels import HttpOptions, ListenOptions, parse_address
 
-from ._child import ChildSpec
-from ._daemon import ServeConfig
-from ._errors import ConfigError
-from ._limits import Limits, parse_duration, parse_size
-from ._supervisor import RestartPolicy
+from .._child.process import ChildSpec
+from .._child.supervisor import RestartPolicy
+from .._daemon.daemon import ServeConfig
+from .._errors import ConfigError
+from .._limits import Limits, parse_duration, parse_size
 
 LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "http", "https", "fd")
 CHILD_MODES = ("per-connection", "shared", "auto")
@@ -298,7 +298,7 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     Raises:
         ConfigError: a field the kind needs is missing, or one is unusable.
     """
-    from ._cli import load_tokens  # the command line's own rules
+    from .main import load_tokens  # the command line's own rules
 
     def need(field: str) -> str:
         value = getattr(entry, field)
@@ -364,7 +364,7 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
 
 
 def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
-    from ._cli import load_resource_metadata
+    from .main import load_resource_metadata
 
     defaults = HttpOptions()
     if entry.max_sessions is not None and entry.max_sessions < 1:

@@ -29,8 +29,8 @@ from channels import (
     receive_batch,
 )
 
-from ._errors import REPLY_TOO_LARGE, error_response
-from ._relay import BATCH
+from .._errors import REPLY_TOO_LARGE, error_response
+from .._relay.relay import BATCH
 
 logger = logging.getLogger("bridge.connect")
 

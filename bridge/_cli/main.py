@@ -36,18 +36,18 @@ from channels import (
     tokens_from_file,
 )
 
-from . import _config as config_file
-from ._admin import admin_address
-from ._child import ChildSpec
-from ._connect import EXIT_UNAVAILABLE, run_connect
-from ._daemon import ServeConfig
-from ._errors import ChildStartError, ConfigError
-from ._fleet import run_fleet
-from ._limits import Limits, parse_duration, parse_size
-from ._logs import configure_logging
-from ._memory import return_large_blocks_to_the_system
-from ._supervisor import CrashLoop, RestartPolicy
-from ._tap import Tap
+from .._child.process import ChildSpec
+from .._child.supervisor import CrashLoop, RestartPolicy
+from .._daemon.daemon import ServeConfig
+from .._errors import ChildStartError, ConfigError
+from .._limits import Limits, parse_duration, parse_size
+from .._ops.admin import admin_address
+from .._ops.fleet import run_fleet
+from .._ops.logs import configure_logging
+from .._ops.memory import return_large_blocks_to_the_system
+from .._relay.tap import Tap
+from . import config as config_file
+from .connect import EXIT_UNAVAILABLE, run_connect
 
 logger = logging.getLogger("bridge")
 
@@ -776,7 +776,7 @@ async def serve(
     """Run one daemon per server, with signal handling; return the exit code.
 
     The first SIGTERM/SIGINT stops every daemon gracefully, the second stops them at once; SIGHUP
-    calls ``reread`` and applies what changed (see :mod:`bridge._fleet`).
+    calls ``reread`` and applies what changed (see :mod:`bridge._ops.fleet`).
     """
     if isinstance(configs, ServeConfig):
         configs = {configs.child.name: configs}

@@ -38,23 +38,23 @@ from channels import (
     serve_listeners,
 )
 
-from ._child import ChildProcess, ChildSpec, open_child
-from ._eras import Era, probe_era
-from ._errors import (
+from .._child.pool import ChildPool
+from .._child.process import ChildProcess, ChildSpec, open_child
+from .._child.supervisor import RestartPolicy, SupervisorState
+from .._errors import (
     CONNECTION_CLOSED,
     TOO_MANY_CONNECTIONS,
     ChildStartError,
     close_reason,
     error_response,
 )
-from ._limits import Limits
-from ._peeked import PeekedChannel
-from ._pool import ChildPool
-from ._relay import BATCH, Relay
-from ._requests import RequestMetrics
-from ._shared import SharedChild
-from ._supervisor import RestartPolicy, SupervisorState
-from ._tap import Tap
+from .._limits import Limits
+from .._relay.peeked import PeekedChannel
+from .._relay.relay import BATCH, Relay
+from .._relay.requests import RequestMetrics
+from .._relay.tap import Tap
+from .._shared.eras import Era, probe_era
+from .._shared.mux import SharedChild
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -83,9 +83,9 @@ class ServeConfig:
         limits: bounds and timeouts.
         listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
             from ``limits``).
-        prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._pool`).
+        prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._child.pool`).
         child_mode: ``"per-connection"``, ``"shared"`` (one supervised child for every client,
-            :mod:`bridge._shared`) or ``"auto"`` (probe the server's era with ``server/discover``:
+            :mod:`bridge._shared.mux`) or ``"auto"`` (probe the server's era with ``server/discover``:
             for a legacy server, per-connection; for a modern or dual-era one, a shared child for
             modern clients, and a child of its own for each client that opens with
             ``initialize``).

@@ -3,7 +3,7 @@
 * ``GET /healthz``: 200 while the daemon runs (liveness: the event loop answers).
 * ``GET /readyz``: 200 when it serves (listeners bound, a shared child up), else 503 with the
   reason; a Kubernetes readiness probe or a load balancer's health check.
-* ``GET /metrics``: Prometheus text (:mod:`bridge._metrics`).
+* ``GET /metrics``: Prometheus text (:mod:`bridge._ops.metrics`).
 
 HTTP/1.1 is parsed by h11; one request per connection (``Connection: close``), a 10 s header
 deadline and h11's 16 KiB header bound, so a slow or hostile client costs one task briefly. The
@@ -22,9 +22,9 @@ import trio
 
 from channels import TcpAddress
 
-from ._daemon import Daemon
-from ._errors import ConfigError
-from ._metrics import CONTENT_TYPE, merge, render
+from .._daemon.daemon import Daemon
+from .._errors import ConfigError
+from .metrics import CONTENT_TYPE, merge, render
 
 logger = logging.getLogger("bridge.admin")
 

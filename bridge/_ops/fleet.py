@@ -30,12 +30,12 @@ import trio
 
 from channels import ListenError, TcpAddress
 
-from ._admin import serve_admin
-from ._daemon import Daemon, ServeConfig
-from ._errors import ChildStartError, ConfigError
-from ._requests import RequestMetrics
-from ._systemd import Notifier
-from ._tap import Tap
+from .._daemon.daemon import Daemon, ServeConfig
+from .._errors import ChildStartError, ConfigError
+from .._relay.requests import RequestMetrics
+from .._relay.tap import Tap
+from .admin import serve_admin
+from .systemd import Notifier
 
 logger = logging.getLogger("bridge")
 

@@ -1,7 +1,7 @@
 """Prometheus metrics in the text exposition format (version 0.0.4), rendered from a snapshot.
 
 Sans-IO: :func:`render` turns :class:`~bridge.DaemonStatistics` and the supervisor's state into
-the text Prometheus scrapes; the admin endpoint (:mod:`bridge._admin`) serves it. The format is
+the text Prometheus scrapes; the admin endpoint (:mod:`bridge._ops.admin`) serves it. The format is
 simple enough not to need a client library (which would bring its own registry and threads).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ._daemon import DaemonStatistics
-from ._requests import BUCKETS, RequestMetrics
+from .._daemon.daemon import DaemonStatistics
+from .._relay.requests import BUCKETS, RequestMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "mcp_bridge_"

@@ -10,7 +10,7 @@ import trio
 
 from channels import CloseReason, JSONObject, MessageChannel, ProtocolError
 
-from ._wrapped import WrappedChannel
+from .wrapped import WrappedChannel
 
 
 @final

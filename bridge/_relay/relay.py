@@ -33,6 +33,7 @@ import attrs
 import trio
 
 from channels import (
+    INVALID_REQUEST,
     HandoffLock,
     JSONObject,
     Kind,
@@ -45,18 +46,17 @@ from channels import (
     receive_batch,
 )
 
-from ._child import ChildProcess, describe_exit
-from ._errors import (
+from .._child.process import ChildProcess, describe_exit
+from .._errors import (
     CONNECTION_CLOSED,
-    INVALID_REQUEST,
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
     bad_input_reply,
     error_response,
     too_many_requests,
 )
-from ._inflight import DuplicateRequest, InFlight, TooManyRequests
-from ._limits import Limits
+from .._limits import Limits
+from .inflight import DuplicateRequest, InFlight, TooManyRequests
 
 logger = logging.getLogger("bridge.relay")
 

@@ -19,7 +19,7 @@ import attrs
 
 from channels import JSONObject, MessageChannel
 
-from ._wrapped import WrappedChannel
+from .wrapped import WrappedChannel
 
 # Prometheus client libraries' default histogram buckets, in seconds, plus 30 s and 60 s for long
 # tool calls.

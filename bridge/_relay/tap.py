@@ -19,7 +19,7 @@ import attrs
 
 from channels import JSONObject, MessageChannel
 
-from ._wrapped import WrappedChannel
+from .wrapped import WrappedChannel
 
 logger = logging.getLogger("bridge.tap")
 

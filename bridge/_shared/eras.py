@@ -31,8 +31,8 @@ import trio
 
 from channels import JSONObject, ProtocolError, RequestId
 
-from ._child import ChildProcess, describe_exit
-from ._errors import ChildStartError
+from .._child.process import ChildProcess, describe_exit
+from .._errors import ChildStartError
 
 __all__ = [
     "MODERN_ERROR_CODES",

@@ -1,7 +1,7 @@
 """Shared mode: one supervised child serves every client of every listener.
 
 Sound for modern (stateless, 2026-07-28) servers, and made sound for legacy ones by the bridge owning
-the ``initialize`` handshake. Routing is :class:`~bridge._router.Router`'s; this module moves
+the ``initialize`` handshake. Routing is :class:`~bridge._shared.router.Router`'s; this module moves
 messages and applies the policies:
 
 * **Handshake (legacy clients).** The first client's ``initialize`` goes to the child; its result is
@@ -41,6 +41,7 @@ import attrs
 import trio
 
 from channels import (
+    INVALID_REQUEST,
     JSONObject,
     Kind,
     MessageChannel,
@@ -51,10 +52,10 @@ from channels import (
     receive_batch,
 )
 
-from ._child import ChildProcess, ChildSpec, describe_exit
-from ._errors import (
+from .._child.process import ChildProcess, ChildSpec, describe_exit
+from .._child.supervisor import CrashLoop, RestartPolicy, Supervisor
+from .._errors import (
     CONNECTION_CLOSED,
-    INVALID_REQUEST,
     REPLY_TOO_LARGE,
     REQUEST_TIMEOUT,
     ChildStartError,
@@ -62,11 +63,10 @@ from ._errors import (
     error_response,
     too_many_requests,
 )
-from ._inflight import DuplicateRequest, TooManyRequests
-from ._limits import Limits
-from ._relay import BATCH
-from ._router import ClientKey, Router
-from ._supervisor import CrashLoop, RestartPolicy, Supervisor
+from .._limits import Limits
+from .._relay.inflight import DuplicateRequest, TooManyRequests
+from .._relay.relay import BATCH
+from .router import ClientKey, Router
 
 logger = logging.getLogger("bridge.shared")
 

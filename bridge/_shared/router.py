@@ -28,7 +28,7 @@ import attrs
 
 from channels import JSONObject, RequestId, is_request_id
 
-from ._inflight import DuplicateRequest, TooManyRequests
+from .._relay.inflight import DuplicateRequest, TooManyRequests
 
 ClientKey: TypeAlias = int
 """How the router names a client: any number the caller gives each connection."""

@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
-from ._auth import TokenSet
-from ._channel import MessageChannel
-from ._listener import MessageListener
-from ._stream import DEFAULT_MAX_MESSAGE_BYTES
+from .auth import TokenSet
+from .channel import MessageChannel
+from .listener import MessageListener
+from .stream import DEFAULT_MAX_MESSAGE_BYTES
 
 # Unix socket files are created owner-only unless the operator widens them (DESIGN.md §5.7).
 DEFAULT_SOCKET_MODE = 0o600
@@ -124,7 +124,7 @@ class ListenOptions:
             ``allow_uids`` or whose gid is in ``allow_gids`` are served (``SO_PEERCRED``, checked at
             accept, before any byte is read); others are disconnected and logged.
         tokens: network channels (``tcp:``, ``tls:``, ``ws://``, ``wss://``): if set, every
-            client must present one of these bearer tokens (see :mod:`channels._auth`).
+            client must present one of these bearer tokens (see :mod:`channels._core.auth`).
         tls_cert, tls_key: PEM files of the certificate chain and private key, for ``tls:`` and
             ``wss://`` listeners.
         tls_client_ca: PEM file of the CAs whose client certificates are accepted; if set, TLS

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from ._jsonrpc import JSONObject
+from .jsonrpc import JSONObject
 
 AUTHENTICATE_METHOD = "bridge/authenticate"
 """The method of the first-message notification that carries a token on newline channels."""

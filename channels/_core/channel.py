@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import attrs
 import trio
 
-from ._errors import ProtocolError
-from ._jsonrpc import JSONObject
+from .errors import ProtocolError
+from .jsonrpc import JSONObject
 
 
 class CloseReason(enum.Enum):

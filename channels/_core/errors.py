@@ -64,7 +64,7 @@ class InvalidMessage(ProtocolError):
 
 
 class MessageTooLarge(ProtocolError):
-    """A line longer than the channel's limit; it is discarded, see :mod:`channels._framing`.
+    """A line longer than the channel's limit; it is discarded, see :mod:`channels._core.framing`.
 
     Channels that cannot skip an over-long message (WebSocket) close instead, and their
     ``receive`` raises ``trio.BrokenResourceError``.

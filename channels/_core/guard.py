@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ._auth import TokenSet, bearer_token
+from .auth import TokenSet, bearer_token
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 

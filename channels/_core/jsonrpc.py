@@ -39,7 +39,7 @@ from typing import Any, TypeAlias, TypeGuard
 
 import orjson
 
-from ._errors import InvalidMessage, ParseError
+from .errors import InvalidMessage, ParseError
 
 JSONObject: TypeAlias = dict[str, Any]
 """One JSON-RPC message, as decoded."""

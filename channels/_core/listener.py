@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 import attrs
 import trio
 
-from ._auth import UNAUTHORIZED, TokenSet, token_of_message
-from ._channel import MessageChannel, PeerInfo
-from ._errors import ProtocolError
-from ._stream import StreamChannel
-from ._tlsstream import TLS_STREAMS, TlsStream
+from .auth import UNAUTHORIZED, TokenSet, token_of_message
+from .channel import MessageChannel, PeerInfo
+from .errors import ProtocolError
+from .stream import StreamChannel
+from .tlsstream import TLS_STREAMS, TlsStream
 
 if TYPE_CHECKING:
-    from ._address import ListenOptions
-    from ._tls import ServerTls  # _tls imports this module
+    from .._sockets.tls import ServerTls  # _tls imports this module
+    from .address import ListenOptions
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).
@@ -222,7 +222,7 @@ async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -
 
     Raises:
         HandshakeError: anything else came first, or the token is wrong; the peer was answered
-            with :data:`~channels._auth.UNAUTHORIZED` (by id, if it sent a request).
+            with :data:`~channels._core.auth.UNAUTHORIZED` (by id, if it sent a request).
     """
     try:
         first = await channel.receive()

@@ -10,9 +10,9 @@ from typing import NoReturn
 
 import trio
 
-from ._address import Address, ConnectOptions, ListenOptions, parse_address
-from ._channel import MessageChannel
-from ._listener import HandshakeError, Incoming, MessageListener, serve_listeners
+from .address import Address, ConnectOptions, ListenOptions, parse_address
+from .channel import MessageChannel
+from .listener import HandshakeError, Incoming, MessageListener, serve_listeners
 
 logger = logging.getLogger("channels.serve")
 

@@ -15,12 +15,12 @@ from typing import final
 
 import trio
 
-from ._channel import MessageChannel, PeerInfo
-from ._errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
-from ._fdio import RECEIVE_SIZE
-from ._framing import LineFramer, Oversized
-from ._jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
-from ._tlsstream import TLS_STREAMS, TlsSocketStream
+from .channel import MessageChannel, PeerInfo
+from .errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
+from .fdio import RECEIVE_SIZE
+from .framing import LineFramer, Oversized
+from .jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
+from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
@@ -148,7 +148,7 @@ class StreamChannel(MessageChannel):
     Args:
         stream: the transport. The channel owns it from now on and closes it in :meth:`aclose`.
         max_message_bytes: longest line accepted from the peer; a longer one raises
-            :class:`~channels.MessageTooLarge` once and is skipped (see :mod:`channels._framing`).
+            :class:`~channels.MessageTooLarge` once and is skipped (see :mod:`channels._core.framing`).
         peer: who is on the other end.
         send_timeout: see :attr:`MessageChannel.send_timeout`.
 

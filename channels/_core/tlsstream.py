@@ -23,7 +23,7 @@ from typing import Any, TypeVar, final
 
 import trio
 
-from ._fdio import RECEIVE_SIZE, discard_unread
+from .fdio import RECEIVE_SIZE, discard_unread
 
 T = TypeVar("T")
 

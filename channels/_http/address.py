@@ -2,7 +2,7 @@
 
 The listener accepts TCP connections and serves each in a task of its own; what it hands the
 bridge is not a connection but a session, a request or an SSE stream (see
-:mod:`channels._httpservice`), hence :meth:`HttpListener.serve` instead of ``accept``.
+:mod:`channels._http.server.service`), hence :meth:`HttpListener.serve` instead of ``accept``.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from typing import NoReturn, Self, final
 import attrs
 import trio
 
-from ._activation import activated_fds, adopt, listen_only
-from ._address import (
+from .._core.address import (
     Address,
     AddressError,
     ConnectOptions,
     ListenOptions,
     register_address_kind,
 )
-from ._channel import MessageChannel, PeerInfo
-from ._endpoint import Endpoint, parse_endpoint
-from ._guard import RequestGuard
-from ._httpclient import open_http_client
-from ._httpservice import HttpService
-from ._listener import Incoming, IncomingHandler, MessageListener
-from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
-from ._tls import ServerTls
+from .._core.channel import MessageChannel, PeerInfo
+from .._core.guard import RequestGuard
+from .._core.listener import Incoming, IncomingHandler, MessageListener
+from .._sockets.activation import activated_fds, adopt, listen_only
+from .._sockets.endpoint import Endpoint, parse_endpoint
+from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
+from .._sockets.tls import ServerTls
+from .client.channel import open_http_client
+from .server.service import HttpService
 
 logger = logging.getLogger("channels.http")
 # What an https:// listener offers in TLS's protocol negotiation: HTTP/1.1 only (no h2).
@@ -189,7 +189,7 @@ class _HttpAddress(Address):
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
-        """Connect as a Streamable HTTP client (see :mod:`channels._httpclient`).
+        """Connect as a Streamable HTTP client (see :mod:`channels._http.client.channel`).
 
         Both MCP eras, decided per message: a client that opens with ``initialize`` gets a
         session (re-initialised transparently after a 404), 2026-07-28 requests are POSTed one by

@@ -19,10 +19,10 @@ The order a server applies them in, for a ``POST``:
 The rules live in four modules; this one holds the checks that come first (steps 1 to 3, the
 legacy ones), and re-exports the others, so that a server imports its rules from here:
 
-* :mod:`channels._mcpheaders`: what a modern request carries in headers, shared with the client
+* :mod:`channels._mcp.headers`: what a modern request carries in headers, shared with the client
   (versions, names, the ``=?base64?...?=`` form, ``x-mcp-header`` annotations).
-* :mod:`channels._mcpmodern`: the modern checks of those headers (step 4).
-* :mod:`channels._mcprefusal`: :class:`HttpRefusal`, the error codes and their statuses.
+* :mod:`channels._mcp.modern`: the modern checks of those headers (step 4).
+* :mod:`channels._mcp.refusal`: :class:`HttpRefusal`, the error codes and their statuses.
 
 Sources, cited by short name in the comments below (snapshot dates in
 ``shared/reference/mcp-spec-digest.md`` §0):
@@ -49,10 +49,10 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any, Literal
 
-from ._errors import InvalidMessage, ProtocolError
-from ._guard import Headers, header_values
-from ._jsonrpc import JSONObject, RequestId, decode, encode, validate
-from ._mcpheaders import (
+from .._core.errors import InvalidMessage, ProtocolError
+from .._core.guard import Headers, header_values
+from .._core.jsonrpc import JSONObject, RequestId, decode, encode, validate
+from .headers import (
     ASSUMED_VERSION,
     CLIENT_CAPABILITIES_KEY,
     FIRST_MODERN_VERSION,
@@ -81,8 +81,8 @@ from ._mcpheaders import (
     tool_headers_from_list,
     x_mcp_headers,
 )
-from ._mcpmodern import check_modern_request, check_param_headers
-from ._mcprefusal import (
+from .modern import check_modern_request, check_param_headers
+from .refusal import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -224,7 +224,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-# Only for arrays (a 2025-03-26 batch): single messages go through channels._jsonrpc.decode. The
+# Only for arrays (a 2025-03-26 batch): single messages go through channels._core.jsonrpc.decode. The
 # same strictness as there: no NaN or Infinity, no number that overflows.
 _BATCH_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 

@@ -4,7 +4,7 @@ HTTP is the one transport where ``channels`` must read MCP fields (DESIGN.md §2
 protocol-version headers of the legacy era, the routing headers of 2026-07-28
 (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), and the ``_meta`` key that tells the two
 eras apart. What a client must agree on with servers (those names, the era test, the
-``=?base64?...?=`` form, the ``x-mcp-header`` rules) is :mod:`channels._mcpheaders`, by which
+``=?base64?...?=`` form, the ``x-mcp-header`` rules) is :mod:`channels._mcp.headers`, by which
 the bridge's own server checks requests; the client's modules take it from there, and keep here
 only what is the client's alone.
 
@@ -36,10 +36,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ._auth import UNAUTHORIZED
-from ._errors import INVALID_REQUEST, ProtocolError
-from ._jsonrpc import JSONObject, RequestId, decode, is_request_id
-from ._mcpheaders import DISPLAY_NAMES, PROTOCOL_VERSION_HEADER, modern_request_headers
+from .._core.auth import UNAUTHORIZED
+from .._core.errors import INVALID_REQUEST, ProtocolError
+from .._core.jsonrpc import JSONObject, RequestId, decode, is_request_id
+from .headers import DISPLAY_NAMES, PROTOCOL_VERSION_HEADER, modern_request_headers
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = DISPLAY_NAMES[PROTOCOL_VERSION_HEADER]
@@ -61,7 +61,7 @@ _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 def modern_headers(message: JSONObject, version: str) -> list[tuple[str, str]]:
     """The standard headers of a 2026-07-28 POST, with ``version`` as ``MCP-Protocol-Version``.
 
-    Those of :func:`channels._mcpheaders.modern_request_headers` (the rules the bridge's server
+    Those of :func:`channels._mcp.headers.modern_request_headers` (the rules the bridge's server
     checks), with the names written as the spec writes them.
     """
     return [

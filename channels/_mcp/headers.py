@@ -3,13 +3,13 @@ r"""What a 2026-07-28 request carries in HTTP headers, for the server and the cl
 The Streamable HTTP transport of 2026-07-28 mirrors body fields into headers, so that
 intermediaries can route a request without reading its body: ``MCP-Protocol-Version`` (the
 ``_meta`` version), ``Mcp-Method``, ``Mcp-Name`` and the ``Mcp-Param-{Name}`` headers a tool's
-``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcpmodern`); the
-client writes them (:mod:`channels._clientmcp`, :mod:`channels._clientparams`). Both take from
+``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcp.modern`); the
+client writes them (:mod:`channels._mcp.client`, :mod:`channels._mcp.params`). Both take from
 here what they must agree on: the versions and the era test, the header and ``_meta`` names, the
 ``=?base64?...?=`` form of a value, the standard headers of a request, and which annotations of a
 tool's ``inputSchema`` count.
 
-Sources are cited by the short names of :mod:`channels._mcphttp` (SPEC, TS, PY, CONF).
+Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._guard import Headers, header_values
-from ._jsonrpc import JSONObject
+from .._core.guard import Headers, header_values
+from .._core.jsonrpc import JSONObject
 
 # -- Versions ---------------------------------------------------------------------------------------
 
@@ -320,7 +320,7 @@ def tool_headers_from_list(result: JSONObject) -> dict[str, dict[str, ParamPath]
     """The ``x-mcp-header`` annotations of every valid tool in a ``tools/list`` result.
 
     Tool name → (header name → parameter path), for
-    :func:`~channels._mcpmodern.check_param_headers`. A tool whose annotations break the spec's
+    :func:`~channels._mcp.modern.check_param_headers`. A tool whose annotations break the spec's
     constraints is left out (see :func:`x_mcp_headers`); a tool without annotations maps to
     ``{}``. One result is one page: merge the pages.
     """

@@ -1,13 +1,13 @@
 r"""The 2026-07-28 rules for a request's headers, as a server checks them (sans-IO).
 
-A modern request mirrors its body into headers (:mod:`channels._mcpheaders`), and a server that
+A modern request mirrors its body into headers (:mod:`channels._mcp.headers`), and a server that
 reads the body MUST refuse a request whose headers are missing, malformed or disagree with it, so
 that an intermediary routing on the headers and the server acting on the body cannot be told two
 different things (SPEC ``streamable-http.mdx`` §Server Validation). :func:`check_modern_request`
 checks the ``_meta`` fields, ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``;
 :func:`check_param_headers` the ``Mcp-Param-{Name}`` headers of a ``tools/call``.
 
-Sources are cited by the short names of :mod:`channels._mcphttp` (SPEC, TS, PY, CONF).
+Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from decimal import Decimal, InvalidOperation
 from http import HTTPStatus
 from typing import Any
 
-from ._errors import InvalidMessage
-from ._guard import Headers
-from ._jsonrpc import JSONObject, Kind, RequestId, is_request_id, validate
-from ._mcpheaders import (
+from .._core.errors import InvalidMessage
+from .._core.guard import Headers
+from .._core.jsonrpc import JSONObject, Kind, RequestId, is_request_id, validate
+from .headers import (
     CLIENT_CAPABILITIES_KEY,
     DISPLAY_NAMES,
     METHOD_HEADER,
@@ -42,7 +42,7 @@ from ._mcpheaders import (
     meta_of,
     method_of,
 )
-from ._mcprefusal import (
+from .refusal import (
     INVALID_PARAMS,
     UNSUPPORTED_VERSION,
     HttpRefusal,
@@ -69,7 +69,7 @@ def check_modern_request(
     headers: Headers,
     supported: Sequence[str] = MODERN_VERSIONS,
 ) -> HttpRefusal | None:
-    """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcphttp.era_of` found modern.
+    """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcp.admission.era_of` found modern.
 
     Every refusal is 400 and carries the request's id. In order, the first failure wins:
 
@@ -110,7 +110,7 @@ def check_modern_request(
     part of it (RFC 9110 §5.5; CONF ``ServerAcceptsWhitespaceHeaderValue``).
 
     Args:
-        message: what :func:`~channels._mcphttp.parse_body` returned.
+        message: what :func:`~channels._mcp.admission.parse_body` returned.
         headers: the request's headers.
         supported: the modern versions served (the child's ``supportedVersions``).
     """

@@ -9,7 +9,7 @@ headers, so the channel learns the annotations from the ``tools/list`` results i
 SDK clients do. A tool called before any listing of it passed through the channel gets no
 ``Mcp-Param-*`` headers.
 
-Which annotations count is :func:`channels._mcpheaders.x_mcp_headers`, the rules the bridge's
+Which annotations count is :func:`channels._mcp.headers.x_mcp_headers`, the rules the bridge's
 server checks calls by: an annotation counts only on a property reached from the schema's root
 through ``properties`` alone, of type string, integer or boolean, named by an RFC 9110 token,
 unique without regard to case. A schema that breaks a rule is invalid as a whole and gets no
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._mcpheaders import DISPLAY_NAMES, PARAM_HEADER_PREFIX, ParamPath, encode_header_value, tool_annotations
+from .headers import DISPLAY_NAMES, PARAM_HEADER_PREFIX, ParamPath, encode_header_value, tool_annotations
 
 MAX_TOOLS = 10_000
 """Tools whose annotations are remembered; past that, the oldest are forgotten (a listing is
@@ -37,7 +37,7 @@ def param_headers(declared: Mapping[str, ParamPath], arguments: Any) -> list[tup
     """The ``Mcp-Param-*`` headers for a call with ``arguments``.
 
     Args:
-        declared: header name → parameter path, as :func:`~channels._mcpheaders.x_mcp_headers`
+        declared: header name → parameter path, as :func:`~channels._mcp.headers.x_mcp_headers`
             gives them.
         arguments: the call's ``params.arguments``.
     """

@@ -1,11 +1,11 @@
 """An HTTP refusal with a JSON-RPC error body, and the HTTP status of each JSON-RPC error (sans-IO).
 
-What the checks of :mod:`channels._mcphttp` and :mod:`channels._mcpmodern` answer with when a
+What the checks of :mod:`channels._mcp.admission` and :mod:`channels._mcp.modern` answer with when a
 request is not to reach a child: an :class:`HttpRefusal`, built by the helpers below so that every
 refusal of a kind reads the same. :func:`status_for_error` gives the status a child's own error is
 sent with in the modern era.
 
-Sources are cited by the short names of :mod:`channels._mcphttp` (SPEC, TS, PY, CONF).
+Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from http import HTTPStatus
 
 import attrs
 
-from ._errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
-from ._jsonrpc import RequestId, encode, is_request_id
-from ._mcpheaders import DISPLAY_NAMES
+from .._core.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
+from .._core.jsonrpc import RequestId, encode, is_request_id
+from .headers import DISPLAY_NAMES
 
 # -- JSON-RPC error codes ---------------------------------------------------------------------------
 
@@ -100,7 +100,7 @@ def method_not_allowed(allow: bytes = b"POST") -> HttpRefusal:
 
 
 def protocol_refusal(exc: ProtocolError) -> HttpRefusal:
-    """The 400 for a message :mod:`channels._jsonrpc` could not read: ``-32700`` or ``-32600``."""
+    """The 400 for a message :mod:`channels._core.jsonrpc` could not read: ``-32700`` or ``-32600``."""
     prefix = "Parse error" if exc.rpc_code == PARSE_ERROR else "Invalid Request"
     request_id = exc.request_id if is_request_id(exc.request_id) else None
     return HttpRefusal(HTTPStatus.BAD_REQUEST, exc.rpc_code, f"{prefix}: {exc}", exc.reason, request_id)

@@ -24,7 +24,7 @@ from typing import Self
 import attrs
 import trio
 
-from ._address import (
+from .._core.address import (
     Address,
     AddressError,
     ConnectError,
@@ -33,10 +33,10 @@ from ._address import (
     ListenOptions,
     register_address_kind,
 )
-from ._channel import MessageChannel
-from ._listener import MessageListener
-from ._tcp import TcpListener, check_exposure
-from ._unix import UnixListener
+from .._core.channel import MessageChannel
+from .._core.listener import MessageListener
+from .tcp import TcpListener, check_exposure
+from .unix import UnixListener
 
 # sd_listen_fds(3): passed sockets start at fd 3 (after stdin, stdout and stderr).
 SD_LISTEN_FDS_START = 3

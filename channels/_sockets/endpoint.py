@@ -6,8 +6,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ._address import AddressError
-from ._tcp import format_host_port
+from .._core.address import AddressError
+from .tcp import format_host_port
 
 
 @attrs.frozen

@@ -17,16 +17,16 @@ from typing import Self, final
 import attrs
 import trio
 
-from ._address import (
+from .._core.address import (
     Address,
     AddressError,
     ConnectOptions,
     ListenOptions,
     register_address_kind,
 )
-from ._channel import MessageChannel, PeerInfo
-from ._listener import Incoming, MessageListener, StreamIncoming
-from ._stream import StreamChannel
+from .._core.channel import MessageChannel, PeerInfo
+from .._core.listener import Incoming, MessageListener, StreamIncoming
+from .._core.stream import StreamChannel
 
 
 def _pollable(fd: int) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Self, final
 import attrs
 import trio
 
-from ._address import (
+from .._core.address import (
     Address,
     AddressError,
     ConnectError,
@@ -27,14 +27,14 @@ from ._address import (
     ListenOptions,
     register_address_kind,
 )
-from ._auth import authenticate_message
-from ._channel import MessageChannel, PeerInfo
-from ._listener import Incoming, MessageListener, StreamIncoming
-from ._stream import StreamChannel
-from ._tlsstream import TlsSocketStream
+from .._core.auth import authenticate_message
+from .._core.channel import MessageChannel, PeerInfo
+from .._core.listener import Incoming, MessageListener, StreamIncoming
+from .._core.stream import StreamChannel
+from .._core.tlsstream import TlsSocketStream
 
 if TYPE_CHECKING:  # _tls imports this module
-    from ._tls import ServerTls
+    from .tls import ServerTls
 
 logger = logging.getLogger("channels.tcp")
 

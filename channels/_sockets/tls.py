@@ -19,16 +19,16 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from ._address import (
+from .._core.address import (
     ConnectError,
     ConnectOptions,
     ListenError,
     ListenOptions,
     register_address_kind,
 )
-from ._channel import MessageChannel, PeerInfo
-from ._listener import HandshakeError, MessageListener, tls_handshake
-from ._tcp import (
+from .._core.channel import MessageChannel, PeerInfo
+from .._core.listener import HandshakeError, MessageListener, tls_handshake
+from .tcp import (
     HostPortAddress,
     TcpListener,
     check_exposure,

@@ -1,6 +1,6 @@
 """WebSocket addresses, listeners and handshakes: ``ws://HOST:PORT/PATH`` and ``wss://...``.
 
-One JSON-RPC message per text frame (:class:`~channels._wschannel.WebSocketChannel`). The
+One JSON-RPC message per text frame (:class:`~channels._ws.channel.WebSocketChannel`). The
 subprotocol ``mcp`` is offered by our client and chosen by our server when the client offers it
 (the SDKs' practice; WebSocket is not yet an MCP transport in the spec); a client that offers none
 is served all the same.
@@ -19,7 +19,7 @@ a ping (sent every ``ping_interval``)
 ==========================================  ================================================
 
 The opening handshake is the ``websockets`` library's (HTTP parsing, ``Sec-WebSocket-Accept``,
-subprotocol choice). Before it is accepted, :class:`~channels._guard.RequestGuard` checks Host,
+subprotocol choice). Before it is accepted, :class:`~channels._core.guard.RequestGuard` checks Host,
 Origin and the bearer token; a wrong path gets 404.
 """
 
@@ -41,7 +41,7 @@ from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from ._address import (
+from .._core.address import (
     AccessDenied,
     Address,
     ConnectError,
@@ -49,16 +49,16 @@ from ._address import (
     ListenOptions,
     register_address_kind,
 )
-from ._channel import CloseReason, MessageChannel, PeerInfo
-from ._endpoint import Endpoint, parse_endpoint
-from ._fdio import RECEIVE_SIZE
-from ._guard import Rejection, RequestGuard
-from ._listener import HandshakeError, Incoming, MessageListener, tls_handshake
-from ._tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
-from ._tls import ServerTls, client_context, open_tls_client_stream
-from ._tlsstream import TLS_STREAMS
-from ._unwrap import single_exception
-from ._wschannel import WebSocketChannel
+from .._core.channel import CloseReason, MessageChannel, PeerInfo
+from .._core.fdio import RECEIVE_SIZE
+from .._core.guard import Rejection, RequestGuard
+from .._core.listener import HandshakeError, Incoming, MessageListener, tls_handshake
+from .._core.tlsstream import TLS_STREAMS
+from .._core.unwrap import single_exception
+from .._sockets.endpoint import Endpoint, parse_endpoint
+from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
+from .._sockets.tls import ServerTls, client_context, open_tls_client_stream
+from .channel import WebSocketChannel
 
 logger = logging.getLogger("channels.websocket")
 # The websockets library logs every handshake at INFO; the daemon already logs each connection,

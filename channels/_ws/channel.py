@@ -7,7 +7,7 @@ runs the closing handshake. This module only moves bytes between it and a trio s
 that one read brings in is delivered without another read (:meth:`receive_nowait`), and a batch of
 messages leaves in one write (:meth:`send_many`), synchronously when the socket takes it all.
 The frames nearly every message travels in (one whole message in one text frame) are read and
-written by :mod:`channels._wsframes` without the library's general parser; everything else is the
+written by :mod:`channels._ws.frames` without the library's general parser; everything else is the
 library's.
 
 trio-websocket was the first choice; its design (a reader task handing each message through a
@@ -28,12 +28,12 @@ import trio
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, Side, State
 
-from ._channel import CloseReason, MessageChannel, PeerInfo
-from ._errors import InvalidMessage, SendTimeout
-from ._fdio import discard_unread
-from ._jsonrpc import JSONObject, decode, encode, validate
-from ._lock import HandoffLock
-from ._stream import (
+from .._core.channel import CloseReason, MessageChannel, PeerInfo
+from .._core.errors import InvalidMessage, SendTimeout
+from .._core.fdio import discard_unread
+from .._core.jsonrpc import JSONObject, decode, encode, validate
+from .._core.lock import HandoffLock
+from .._core.stream import (
     DEFAULT_MAX_MESSAGE_BYTES,
     receive_fd_getter,
     receive_some,
@@ -41,7 +41,7 @@ from ._stream import (
     send_fd_getter,
     write_now,
 )
-from ._wsframes import frame_extent, take_text_frames, text_frame_header
+from .frames import frame_extent, take_text_frames, text_frame_header
 
 logger = logging.getLogger("channels.websocket")
 
@@ -275,7 +275,7 @@ class WebSocketChannel(MessageChannel):
         """Take the simple text frames at the front, and give the library the other whole frames.
 
         The start of an incomplete frame is kept until the rest arrives, so that the library is
-        always between frames when this method reads the next one (see :mod:`channels._wsframes`).
+        always between frames when this method reads the next one (see :mod:`channels._ws.frames`).
         """
         if self._partial:
             self._partial += data

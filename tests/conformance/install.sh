@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the MCP conformance suite, and a Node.js 22 to run it, into tests/conformance/.node/
-# (git-ignored), for tests/test_conformance.py. Idempotent: a part already installed at the wanted
+# (git-ignored), for tests/e2e/test_conformance.py. Idempotent: a part already installed at the wanted
 # version is left alone without asking the registry, so a second run takes well under a second.
 #
 #   node/        node-linux-<arch>@22: the suite wants Node 22+; Debian's nodejs is 20.
@@ -66,4 +66,4 @@ install() {
 install "$root/node" "$node_package" "$CONFORMANCE_NODE_VERSION"
 install "$root/suite-0.1" @modelcontextprotocol/conformance "$CONFORMANCE_0_1_VERSION"
 install "$root/suite-0.2" @modelcontextprotocol/conformance "$CONFORMANCE_0_2_VERSION"
-"$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/test_conformance.py runs
+"$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/e2e/test_conformance.py runs

@@ -38,9 +38,9 @@ import pytest
 import trio
 
 from bridge import Daemon, Limits
-from bridge import _config as config_file
+from bridge._cli import config as config_file
 from channels import HttpOptions, ListenOptions
-from channels._address import DEFAULT_SSE_KEEPALIVE
+from channels._core.address import DEFAULT_SSE_KEEPALIVE
 
 from conftest import REPO, call, example_server, poll, request, result_text, running_bridge
 from rawhttp import POST_HEADERS, RawHttp, Response
@@ -708,7 +708,7 @@ def test_the_shipped_configuration_files_pass_check_config(
 ) -> None:
     if "http" not in config_file.LISTENER_KINDS:
         pytest.xfail(
-            "the configuration file has no http listener kind yet (bridge/_config.py LISTENER_KINDS); "
+            "the configuration file has no http listener kind yet (bridge/_cli/config.py LISTENER_KINDS); "
             "the examples are written for it"
         )
     text = (DEPLOY / "config.toml").read_text() if source == "image" else configmap_toml()

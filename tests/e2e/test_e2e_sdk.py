@@ -34,9 +34,10 @@ import pytest
 import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from sdkhttp import _bare_errors
 
-REPO = Path(__file__).resolve().parent.parent
-SDK_SERVER = str(Path(__file__).resolve().parent / "sdk_server.py")
+REPO = Path(__file__).resolve().parents[2]
+SDK_SERVER = str(REPO / "tests" / "sdk_server.py")
 PYTHON = sys.executable
 
 TEST_TIMEOUT = 30  # seconds for a whole test: two or three Python start-ups plus a few round trips
@@ -137,24 +138,6 @@ async def _stop(process: trio.Process) -> None:
             await process.wait()
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)  # e.g. socat's forked children, or a stray server
-
-
-@asynccontextmanager
-async def _bare_errors() -> AsyncIterator[None]:
-    """Re-raise a lone exception bare when a nursery or task group wrapped it in a group.
-
-    Otherwise the test body's own AssertionError reaches pytest nested one group deeper per
-    nursery it crossed.
-    """
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        sole: BaseException = group
-        while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
-            sole = sole.exceptions[0]
-        if sole is group:
-            raise
-        raise sole from None
 
 
 @asynccontextmanager

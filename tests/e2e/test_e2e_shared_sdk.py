@@ -37,7 +37,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCNotification, JSONRPCRequest
-from test_e2e_sdk import PYTHON, REPO, SDK_SERVER, TEST_TIMEOUT, _bare_errors, _read_all
+from sdkhttp import _bare_errors
+from test_e2e_sdk import PYTHON, REPO, SDK_SERVER, TEST_TIMEOUT, _read_all
 
 from conftest import BridgeProcess, bridge_process
 

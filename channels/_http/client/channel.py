@@ -11,20 +11,20 @@ Both protocol eras, decided per message:
   ``Mcp-Session-Id`` and the negotiated ``MCP-Protocol-Version`` go on every later message; after
   ``notifications/initialized`` the standalone GET stream is opened (405: the server has none) and
   kept open; a request's event stream that breaks before its reply is resumed with
-  ``Last-Event-ID``; a 404 for the session renews it transparently (:mod:`channels._clientsession`);
+  ``Last-Event-ID``; a 404 for the session renews it transparently (:mod:`channels._http.client.session`);
   ``send_eof`` and ``aclose`` end it with DELETE.
 * **Modern** (a request with ``params._meta["io.modelcontextprotocol/protocolVersion"]``,
   2026-07-28): one self-contained POST per request with ``MCP-Protocol-Version``, ``Mcp-Method``
   and ``Mcp-Name`` (and ``Mcp-Param-*`` for tool arguments annotated ``x-mcp-header``, see
-  :mod:`channels._clientparams`); no session. The client's ``notifications/cancelled`` for such a
+  :mod:`channels._mcp.params`); no session. The client's ``notifications/cancelled`` for such a
   request closes its response stream, which is how HTTP cancels in 2026-07-28; it is not POSTed.
 
-Which exchange each message becomes is :mod:`channels._clientdispatch`; the exchanges themselves are
-:mod:`channels._clientexchange`, over the keep-alive connections of :mod:`channels._clientconn` (at
-most 16, two of them kept for notifications and replies).
+Which exchange each message becomes is :mod:`channels._http.client.dispatch`; the exchanges
+themselves are :mod:`channels._http.client.exchange`, over the keep-alive connections of
+:mod:`channels._http.client.conn` (at most 16, two of them kept for notifications and replies).
 
 Every request gets exactly one answer: the server's reply, or an error reply with the request's id
-when the server gave none (the table in :mod:`channels._clientmcp`), unless the client cancelled it.
+when the server gave none (the table in :mod:`channels._mcp.client`), unless the client cancelled it.
 So ``receive`` never raises ``BrokenResourceError``: a failing server fails requests one by one.
 
 Authentication: ``open_http_client`` only checks that a connection can be opened; it cannot raise
@@ -41,17 +41,17 @@ from typing import final
 
 import trio
 
-from ._address import ConnectOptions
-from ._channel import MessageChannel, PeerInfo
-from ._clientconn import ConnectionPool
-from ._clientdispatch import Dispatcher
-from ._clientexchange import Exchanges, Item
-from ._clientsession import LegacySession
-from ._endpoint import Endpoint
-from ._errors import InvalidMessage, ProtocolError
-from ._jsonrpc import JSONObject, Kind, encode, validate
-from ._tls import client_context
-from ._unwrap import single_exception
+from ..._core.address import ConnectOptions
+from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.errors import InvalidMessage, ProtocolError
+from ..._core.jsonrpc import JSONObject, Kind, encode, validate
+from ..._core.unwrap import single_exception
+from ..._sockets.endpoint import Endpoint
+from ..._sockets.tls import client_context
+from .conn import ConnectionPool
+from .dispatch import Dispatcher
+from .exchange import Exchanges, Item
+from .session import LegacySession
 
 logger = logging.getLogger("channels.http.client")
 

@@ -5,7 +5,7 @@ when a response may be a long-lived event stream. Concurrent requests therefore 
 connections. :class:`ConnectionPool` keeps finished connections open for the next request
 (keep-alive), opens new ones when all are busy, and bounds how many exist at once.
 
-Nothing here knows MCP; :mod:`channels._httpclient` builds on it.
+Nothing here knows MCP; :mod:`channels._http.client.channel` builds on it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import final
 import h11
 import trio
 
-from ._address import ConnectError, ConnectOptions
-from ._endpoint import Endpoint
-from ._fdio import RECEIVE_SIZE
-from ._tcp import open_tcp_stream
-from ._tls import open_tls_client_stream
+from ..._core.address import ConnectError, ConnectOptions
+from ..._core.fdio import RECEIVE_SIZE
+from ..._sockets.endpoint import Endpoint
+from ..._sockets.tcp import open_tcp_stream
+from ..._sockets.tls import open_tls_client_stream
 
 logger = logging.getLogger("channels.http.client")
 

@@ -1,10 +1,10 @@
 """Which HTTP exchange each message of the stdio client becomes (both MCP eras).
 
-:class:`Dispatcher` is the policy half of :class:`~channels._httpclient.HttpClientChannel`:
+:class:`Dispatcher` is the policy half of :class:`~channels._http.client.channel.HttpClientChannel`:
 
 * a request becomes a POST whose response is read until the reply
-  (:meth:`Exchanges.post_request <channels._clientexchange.Exchanges.post_request>`). A modern one
-  (``params._meta`` names its protocol version: :func:`~channels._mcpheaders.claimed_version`)
+  (:meth:`Exchanges.post_request <channels._http.client.exchange.Exchanges.post_request>`). A modern one
+  (``params._meta`` names its protocol version: :func:`~channels._mcp.headers.claimed_version`)
   carries the routing headers and no session; a legacy one carries the session's headers, waits
   while ``initialize`` is unanswered or the session is being renewed, and is retried on a
   renewed session after a 404;
@@ -24,18 +24,18 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from ._clientconn import ConnectionPool, HttpFailure
-from ._clientexchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
-from ._clientmcp import (
+from ..._core.jsonrpc import JSONObject, is_request_id
+from ..._mcp.client import (
     SESSION_HEADER,
     modern_headers,
     no_reply,
     too_many_requests,
 )
-from ._clientmcp import request_key as _key
-from ._clientsession import LegacySession
-from ._jsonrpc import JSONObject, is_request_id
-from ._mcpheaders import claimed_version
+from ..._mcp.client import request_key as _key
+from ..._mcp.headers import claimed_version
+from .conn import ConnectionPool, HttpFailure
+from .exchange import ACK_TIMEOUT, MAX_SESSION_RENEWALS, Exchange, Exchanges, Item
+from .session import LegacySession
 
 logger = logging.getLogger("channels.http.client")
 

@@ -1,4 +1,4 @@
-"""The HTTP exchanges behind :class:`~channels._httpclient.HttpClientChannel`.
+"""The HTTP exchanges behind :class:`~channels._http.client.channel.HttpClientChannel`.
 
 One :class:`Exchange` per request the stdio client sends: a POST whose response (a JSON body, or an
 event stream of related notifications and requests ending with the reply) is read until the reply
@@ -7,7 +7,7 @@ POSTs of notifications and replies (answered 202), the legacy era's standalone G
 resumption of broken streams (GET with ``Last-Event-ID``), and session renewal after a 404.
 
 Whatever happens, an exchange ends with exactly one answer for its request (the server's reply, or
-an error reply from :mod:`channels._clientmcp`), unless the client cancelled the request.
+an error reply from :mod:`channels._mcp.client`), unless the client cancelled the request.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import attrs
 import h11
 import trio
 
-from ._address import ConnectOptions
-from ._clientconn import ConnectionPool, HttpConnection, HttpFailure
-from ._clientmcp import (
+from ..._core.address import ConnectOptions
+from ..._core.errors import MessageTooLarge, ProtocolError
+from ..._core.jsonrpc import JSONObject, RequestId, decode, encode
+from ..._mcp.client import (
     ACCEPT_BOTH,
     SESSION_HEADER,
     header,
@@ -32,12 +33,11 @@ from ._clientmcp import (
     status_reply,
     valid_session_id,
 )
-from ._clientparams import ToolHeaders
-from ._clientsession import LegacySession
-from ._clientstream import StreamPosition, read_stream, reconnect_delay
-from ._endpoint import Endpoint
-from ._errors import MessageTooLarge, ProtocolError
-from ._jsonrpc import JSONObject, RequestId, decode, encode
+from ..._mcp.params import ToolHeaders
+from ..._sockets.endpoint import Endpoint
+from .conn import ConnectionPool, HttpConnection, HttpFailure
+from .session import LegacySession
+from .stream import StreamPosition, read_stream, reconnect_delay
 
 logger = logging.getLogger("channels.http.client")
 

@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from ._clientmcp import SESSION_HEADER, VERSION_HEADER
-from ._jsonrpc import JSONObject
+from ..._core.jsonrpc import JSONObject
+from ..._mcp.client import SESSION_HEADER, VERSION_HEADER
 
 logger = logging.getLogger("channels.http.client")
 

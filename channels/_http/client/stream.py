@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from ._clientconn import HttpConnection
-from ._sse import Event, EventDecoder
+from ..sse import Event, EventDecoder
+from .conn import HttpConnection
 
 DEFAULT_RECONNECT_DELAY = 1.0
 """Seconds before reconnecting an event stream when the server named no ``retry:`` delay (the SSE

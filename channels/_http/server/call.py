@@ -9,10 +9,10 @@ from typing import Any, final
 import attrs
 import trio
 
-from ._channel import MessageChannel, PeerInfo
-from ._httpconn import HttpConnection, Request
-from ._listener import Incoming, IncomingHandler
-from ._mcphttp import HttpRefusal
+from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.listener import Incoming, IncomingHandler
+from ..._mcp.admission import HttpRefusal
+from .conn import HttpConnection, Request
 
 Headers = Sequence[tuple[bytes, bytes]]
 

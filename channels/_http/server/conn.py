@@ -28,8 +28,8 @@ import attrs
 import httptools
 import trio
 
-from ._fdio import RECEIVE_SIZE
-from ._stream import send_all_within, send_fd_getter, write_now
+from ..._core.fdio import RECEIVE_SIZE
+from ..._core.stream import send_all_within, send_fd_getter, write_now
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -254,7 +254,7 @@ class HttpConnection:
 
         The time it may take is not enforced here: :attr:`read_deadline` says until when the
         current phase (:attr:`phase`: ``"idle"``, ``"head"``, ``"body"``) may last, and the caller
-        cancels the read once it passed (see :mod:`channels._ticker`), then asks
+        cancels the read once it passed (see :mod:`channels._core.ticker`), then asks
         :meth:`timed_out` what to answer.
 
         Args:
@@ -307,7 +307,7 @@ class HttpConnection:
 
     @property
     def deadline(self) -> float:
-        """When the current read phase must end (a :class:`~channels._ticker.Waiter`)."""
+        """When the current read phase must end (a :class:`~channels._core.ticker.Waiter`)."""
         return self.read_deadline
 
     def expire(self) -> None:

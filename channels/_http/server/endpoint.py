@@ -1,12 +1,12 @@
 """The MCP endpoint of an HTTP listener: POST, GET and DELETE on ``PATH``, for both MCP eras.
 
-A POST is classified first (:func:`~channels._mcphttp.era_of`):
+A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 
 * 2026-07-28 (modern): one request per POST, validated against its routing headers, then a
-  channel of its own (:class:`~channels._httpexchange.ExchangeChannel`); no session is ever
+  channel of its own (:class:`~channels._http.server.exchange.ExchangeChannel`); no session is ever
   minted, and GET and DELETE get 405.
 * 2025-03-26 to 2025-11-25 (legacy): ``initialize`` opens a session
-  (:class:`~channels._httpsession.SessionChannel`) whose id every later request must name (400
+  (:class:`~channels._http.server.session.SessionChannel`) whose id every later request must name (400
   without, 404 for an unknown or ended one, so the client initialises again); GET opens its
   standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``;
   DELETE ends it.
@@ -19,12 +19,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
-from ._httpexchange import ExchangeChannel
-from ._httpsession import SessionChannel, id_key, new_session_id
-from ._httpstream import ResponseStream, StreamStyle, parse_event_id, write_response
-from ._jsonrpc import JSONObject
-from ._mcphttp import (
+from ..._core.jsonrpc import JSONObject
+from ..._mcp.admission import (
     LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
     HttpRefusal,
@@ -37,10 +33,14 @@ from ._mcphttp import (
     status_for_error,
     tool_headers_from_list,
 )
+from .call import HttpCall, Refused, method_not_allowed, refuse
+from .exchange import ExchangeChannel
+from .session import SessionChannel, id_key, new_session_id
+from .stream import ResponseStream, StreamStyle, parse_event_id, write_response
 
 if TYPE_CHECKING:
-    from ._httpconn import Request
-    from ._httpservice import HttpService
+    from .conn import Request
+    from .service import HttpService
 
 logger = logging.getLogger("channels.http")
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import trio
 
-from ._channel import MessageChannel, PeerInfo
-from ._httpstream import Backlog, ResponseStream
-from ._jsonrpc import JSONObject, encode
+from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.jsonrpc import JSONObject, encode
+from .stream import Backlog, ResponseStream
 
 # What a 2024-11-05 SSE channel may hold from POSTs the bridge has not read yet (messages).
 SSE_INBOUND_QUEUE = 64

@@ -1,6 +1,6 @@
 """The 2024-11-05 HTTP+SSE transport, for clients older than Streamable HTTP.
 
-``GET DIR/sse`` opens an event stream (an :class:`~channels._httpexchange.SseChannel`, one child
+``GET DIR/sse`` opens an event stream (an :class:`~channels._http.server.exchange.SseChannel`, one child
 or attachment each, as a connection): its first event, ``endpoint``, names
 ``DIR/messages?session_id=ID``, where the client POSTs its messages (202 ``Accepted``; 400 without
 a session id or with a bad body, 404 for an unknown one); everything for the client comes as
@@ -14,15 +14,15 @@ from urllib.parse import parse_qs
 
 import trio
 
-from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
-from ._httpexchange import SseChannel
-from ._httpsession import new_session_id
-from ._httpstream import StreamStyle, write_response
-from ._mcphttp import HttpRefusal, parse_body
-from ._sse import encode_event
+from ..._mcp.admission import HttpRefusal, parse_body
+from ..sse import encode_event
+from .call import HttpCall, Refused, method_not_allowed, refuse
+from .exchange import SseChannel
+from .session import new_session_id
+from .stream import StreamStyle, write_response
 
 if TYPE_CHECKING:
-    from ._httpservice import HttpService
+    from .service import HttpService
 
 
 class LegacySse:

@@ -8,19 +8,19 @@ the bridge, started in the bridge's handler nursery. The routes:
 ==========================================  ================================================
 ``POST PATH``                               a message (2026-07-28: one request per POST;
                                             legacy: ``initialize`` opens a session), see
-                                            :mod:`channels._httpendpoint`
+                                            :mod:`channels._http.server.endpoint`
 ``GET PATH``                                a legacy session's standalone event stream, or
                                             the rest of a stream after ``Last-Event-ID``
 ``DELETE PATH``                             ends a legacy session
 ``GET DIR/sse``, ``POST DIR/messages``      the 2024-11-05 HTTP+SSE transport, see
-                                            :mod:`channels._httplegacy`
+                                            :mod:`channels._http.server.legacy`
 ``GET /.well-known/oauth-protected-resource PATH``  the OAuth metadata document, if configured
 ``OPTIONS`` (any of them)                   CORS preflight, if configured
 ==========================================  ================================================
 
-Every request first passes :class:`~channels._guard.RequestGuard` (Host, Origin, bearer token);
+Every request first passes :class:`~channels._core.guard.RequestGuard` (Host, Origin, bearer token);
 nothing reaches a child before every check of its kind passed. A route refuses a request by
-raising :class:`~channels._httpcall.Refused` before it has answered anything; the refusal is
+raising :class:`~channels._http.server.call.Refused` before it has answered anything; the refusal is
 answered here.
 """
 
@@ -34,18 +34,18 @@ from functools import partial
 import attrs
 import trio
 
-from ._address import ListenOptions
-from ._channel import PeerInfo
-from ._endpoint import Endpoint
-from ._guard import Rejection, RequestGuard, header_values
-from ._httpcall import HttpCall, Refused, method_not_allowed, refuse
-from ._httpconn import BadRequest, ConnectionLimits, HttpConnection, Request
-from ._httpendpoint import McpEndpoint
-from ._httplegacy import LegacySse
-from ._listener import HandshakeError, IncomingHandler, tls_handshake
-from ._mcphttp import HttpRefusal
-from ._ticker import Ticker
-from ._tlsstream import TLS_STREAMS
+from ..._core.address import ListenOptions
+from ..._core.channel import PeerInfo
+from ..._core.guard import Rejection, RequestGuard, header_values
+from ..._core.listener import HandshakeError, IncomingHandler, tls_handshake
+from ..._core.ticker import Ticker
+from ..._core.tlsstream import TLS_STREAMS
+from ..._mcp.admission import HttpRefusal
+from ..._sockets.endpoint import Endpoint
+from .call import HttpCall, Refused, method_not_allowed, refuse
+from .conn import BadRequest, ConnectionLimits, HttpConnection, Request
+from .endpoint import McpEndpoint
+from .legacy import LegacySse
 
 logger = logging.getLogger("channels.http")
 
@@ -238,7 +238,7 @@ class HttpService:
     def _check_head(
         self, peer: PeerInfo, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]
     ) -> BadRequest | str | None:
-        """Host, Origin and token, on the head alone (see :data:`~channels._httpconn.HeadCheck`).
+        """Host, Origin and token, on the head alone (see :data:`~channels._http.server.conn.HeadCheck`).
 
         So a refused client never gets ``100 Continue`` nor has its body read into memory.
         """

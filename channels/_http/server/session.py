@@ -27,9 +27,9 @@ from typing import Any
 
 import trio
 
-from ._channel import MessageChannel, PeerInfo
-from ._httpstream import Backlog, EventBudget, ResponseStream
-from ._jsonrpc import JSONObject, encode
+from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.jsonrpc import JSONObject, encode
+from .stream import Backlog, EventBudget, ResponseStream
 
 logger = logging.getLogger("channels.http")
 

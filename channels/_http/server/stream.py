@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from ._errors import SendTimeout
-from ._httpconn import HttpConnection
-from ._sse import KEEPALIVE, encode_event
-from ._ticker import Ticker
+from ..._core.errors import SendTimeout
+from ..._core.ticker import Ticker
+from ..sse import KEEPALIVE, encode_event
+from .conn import HttpConnection
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
 # transports text asks for it), no-cache keeps intermediaries from storing it.

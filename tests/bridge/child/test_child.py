@@ -20,8 +20,8 @@ import pytest
 import trio
 
 from bridge import ChildSpec, ChildStartError, Limits, open_child
-from bridge._child import INHERITED_ENV, ChildProcess
-from bridge._stderr import MAX_STDERR_LINE, STDERR_LINES_PER_SECOND, RateLimiter
+from bridge._child.process import INHERITED_ENV, ChildProcess
+from bridge._child.stderr import MAX_STDERR_LINE, STDERR_LINES_PER_SECOND, RateLimiter
 
 from conftest import call, example_server, process_exists, request, result_text, wait_until_gone
 

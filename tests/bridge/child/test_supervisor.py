@@ -19,10 +19,10 @@ import attrs
 import pytest
 import trio
 
-import bridge._supervisor
+import bridge._child.supervisor
 from bridge import ChildSpec, ChildStartError, Limits
-from bridge._child import ChildProcess
-from bridge._supervisor import (
+from bridge._child.process import ChildProcess
+from bridge._child.supervisor import (
     CrashLoop,
     RestartPolicy,
     RestartTracker,
@@ -160,7 +160,7 @@ class FakeSpawner:
 @pytest.fixture
 def spawner(monkeypatch: pytest.MonkeyPatch) -> FakeSpawner:
     fake = FakeSpawner()
-    monkeypatch.setattr(bridge._supervisor, "open_child", fake)
+    monkeypatch.setattr(bridge._child.supervisor, "open_child", fake)
     return fake
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+from commands import run_bridge
 
 from conftest import (
     REPO,
@@ -41,13 +42,6 @@ TIMEOUT = 20  # seconds for one test: a few interpreter start-ups and round trip
 PY = sys.executable  # an existing command for the cases that must fail before it matters
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONFIG = 0, 2, 69, 78
-
-
-async def run_bridge(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """Run ``python -m bridge ARGS`` to completion, capturing both outputs."""
-    return await trio.run_process(
-        bridge_argv(*args), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False, cwd=REPO
-    )
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess[bytes], code: int, *fragments: str) -> None:
@@ -672,7 +666,7 @@ async def test_tap_records_every_message_to_and_from_clients_in_a_private_file(s
 
 
 def test_a_tap_whose_file_fails_turns_itself_off_and_the_connection_goes_on() -> None:
-    from bridge._tap import Tap
+    from bridge._relay.tap import Tap
 
     class FullDisk(io.StringIO):
         def write(self, text: str) -> int:

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import trio
+from commands import admin_port, get, http, run_bridge
 
 import channels
-from bridge._config import read, serve_configs
+from bridge._cli.config import read, serve_configs
 from bridge._errors import ConfigError
 
 from conftest import EXAMPLE_SERVER, LineClient, bridge_process, call, poll, result_text
-from test_admin import admin_port, get, http
-from test_cli import run_bridge
 
 TIMEOUT = 20
 TOKEN = "config-token-0123456789abcdef"
@@ -260,7 +259,7 @@ async def test_config_and_listen_together_are_refused(sock_dir: Path) -> None:
 
 
 def test_the_example_in_the_template_unit_is_a_valid_configuration(tmp_path: Path) -> None:
-    unit = (Path(__file__).resolve().parent.parent / "systemd" / "mcp-bridge@.service").read_text()
+    unit = (Path(__file__).resolve().parents[3] / "systemd" / "mcp-bridge@.service").read_text()
     example = "\n".join(
         line.removeprefix("#   ").removeprefix("#")
         for line in unit.split("\n\n")[0].splitlines()[3:]

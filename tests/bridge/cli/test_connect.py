@@ -13,14 +13,12 @@ import json
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import trio
+from commands import TIMEOUT, connect
 
 from conftest import (
     REPO,
@@ -29,112 +27,12 @@ from conftest import (
     call,
     example_server,
     poll,
-    reap,
     request,
     result_text,
     running_bridge,
 )
 
-TIMEOUT = 20  # seconds for one test: two interpreter start-ups and a few round trips
-
 EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONFIG = 0, 1, 2, 69, 78
-
-
-@attrs.define(eq=False)
-class Connect:
-    """A running ``mcp-bridge connect``: write requests to its stdin, read lines from its stdout."""
-
-    process: trio.Process
-    stderr: bytearray = attrs.field(factory=bytearray)
-    stderr_done: trio.Event = attrs.field(factory=trio.Event)
-    stdout_lines: list[bytes] = attrs.field(factory=list)
-    """Every line read from stdout so far (raw, to check that each one is JSON-RPC)."""
-    _buffer: bytes = b""
-
-    async def send(self, *messages: dict[str, Any]) -> None:
-        await self.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-
-    async def send_raw(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send_all(data)
-
-    async def close_stdin(self) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-
-    async def _line(self) -> bytes | None:
-        assert self.process.stdout is not None
-        while b"\n" not in self._buffer:
-            data = await self.process.stdout.receive_some(1 << 20)
-            if not data:
-                assert self._buffer == b"", f"partial line at EOF: {self._buffer!r}"
-                return None
-            self._buffer += data
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        self.stdout_lines.append(line)
-        return line
-
-    async def receive(self) -> dict[str, Any]:
-        line = await self._line()
-        if line is None:
-            raise AssertionError(f"stdout ended; stderr:\n{self.stderr.decode(errors='replace')}")
-        return json.loads(line)  # type: ignore[no-any-return]
-
-    async def receive_until_eof(self) -> list[dict[str, Any]]:
-        messages = []
-        while (line := await self._line()) is not None:
-            messages.append(json.loads(line))
-        return messages
-
-    async def call_echo(self, request_id: Any, text: str) -> dict[str, Any]:
-        await self.send(call(request_id, "echo", text=text))
-        reply = await self.receive()
-        assert reply["id"] == request_id
-        return reply
-
-    async def exit_code(self) -> int:
-        code = await self.process.wait()
-        await self.stderr_done.wait()
-        return code
-
-    def stderr_text(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    def assert_stdout_is_only_jsonrpc(self) -> None:
-        for line in self.stdout_lines:
-            message = json.loads(line)
-            assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line
-
-    async def _collect_stderr(self) -> None:
-        assert self.process.stderr is not None
-        try:
-            async for chunk in self.process.stderr:
-                self.stderr += chunk
-        finally:
-            self.stderr_done.set()
-
-
-@asynccontextmanager
-async def connect(address: str, *options: str) -> AsyncIterator[Connect]:
-    """Start ``python -m bridge connect ADDRESS``; on exit kill it if still running and reap it."""
-    process = await trio.lowlevel.open_process(
-        bridge_argv("connect", address, *options),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
-    client = Connect(process)
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._collect_stderr)
-            try:
-                yield client
-            finally:
-                if process.returncode is None:
-                    process.kill()
-    finally:
-        await reap(process)
 
 
 async def run_connect(*args: str) -> subprocess.CompletedProcess[bytes]:

@@ -8,45 +8,18 @@ from pathlib import Path
 import attrs
 import trio
 import trio.testing
+from commands import admin_port, get, http, run_bridge
 
 from bridge import ChildSpec, ServeConfig, open_bridge
-from bridge._admin import serve_admin
-from bridge._daemon import DaemonStatistics
-from bridge._metrics import render
-from bridge._requests import RequestMetrics
+from bridge._daemon.daemon import DaemonStatistics
+from bridge._ops.admin import serve_admin
+from bridge._ops.metrics import render
+from bridge._relay.requests import RequestMetrics
 from channels import TcpAddress
 
 from conftest import LineClient, bridge_process, call, example_server, poll, result_text
-from test_cli import run_bridge
 
 TIMEOUT = 20
-
-
-async def http(port: int, raw: bytes) -> tuple[int, dict[str, str], str]:
-    """Send ``raw`` (a whole request) and read the response until the server closes."""
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    async with stream:
-        await stream.send_all(raw)
-        data = b""
-        while chunk := await stream.receive_some(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode().split("\r\n")
-    headers = {
-        name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)
-    }
-    return int(status_line.split()[1]), headers, body.decode()
-
-
-def get(path: str) -> bytes:
-    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
-
-
-def admin_port(lines: list[str]) -> int:
-    for line in lines:
-        if match := re.search(r"admin endpoint on tcp:127\.0\.0\.1:(\d+)", line):
-            return int(match.group(1))
-    raise AssertionError("no admin endpoint logged:\n" + "\n".join(lines))
 
 
 async def test_healthz_readyz_and_metrics_answer_on_the_admin_address(sock_dir: Path) -> None:
@@ -183,7 +156,7 @@ async def test_readyz_answers_503_once_a_graceful_stop_has_begun(sock_dir: Path)
 
 
 async def test_a_cancellation_naming_an_unhashable_id_does_not_break_a_metered_connection() -> None:
-    from bridge._requests import RequestMetrics
+    from bridge._relay.requests import RequestMetrics
     from channels import PeerInfo, StreamChannel
 
     left, right = trio.testing.memory_stream_pair()

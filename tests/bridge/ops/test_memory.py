@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bridge._memory import return_large_blocks_to_the_system
+from bridge._ops.memory import return_large_blocks_to_the_system
 
 
 @pytest.mark.skipif(

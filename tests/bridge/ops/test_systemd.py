@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bridge._systemd import Notifier
-from channels._activation import _forget_activated_sockets, take_activated_sockets
+from bridge._ops.systemd import Notifier
+from channels._sockets.activation import _forget_activated_sockets, take_activated_sockets
 
 from conftest import REPO, LineClient, bridge_process, example_server, poll, reap, result_text
 from rawhttp import post

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from bridge import ChildSpec, ChildStartError, Limits, open_child
-from bridge._child import ChildProcess
-from bridge._eras import (
+from bridge._child.process import ChildProcess
+from bridge._shared.eras import (
     MODERN_ERROR_CODES,
     MODERN_VERSION,
     PROBE_ID,

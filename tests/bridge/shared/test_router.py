@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge._inflight import DuplicateRequest, TooManyRequests
-from bridge._router import SUBSCRIPTION_ID, Router
+from bridge._relay.inflight import DuplicateRequest, TooManyRequests
+from bridge._shared.router import SUBSCRIPTION_ID, Router
 
 IDS = [1, 2, "1", "2", "a:1", 0, -1]
 

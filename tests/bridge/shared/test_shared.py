@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from bridge import Limits
-from bridge._supervisor import RestartPolicy
+from bridge._child.supervisor import RestartPolicy
 
 from conftest import (
     LineClient,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from commands import connect
 
 from channels import (
     UNAUTHORIZED,
@@ -33,7 +34,6 @@ from channels import (
 )
 
 from conftest import LineClient, call, example_server, poll, request, result_text, running_bridge
-from test_connect import connect
 
 TIMEOUT = 20
 TOKEN = "s3cret-token-0123456789abcdef"

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from channels import LineFramer, Oversized
-from channels._framing import OVERSIZED_PREFIX_BYTES
+from channels._core.framing import OVERSIZED_PREFIX_BYTES
 
 Items = list[bytes | Oversized]
 

@@ -1,4 +1,4 @@
-"""The Host, Origin and bearer-token checks of an HTTP request (channels/_guard.py), sans-IO.
+"""The Host, Origin and bearer-token checks of an HTTP request (channels/_core/guard.py), sans-IO.
 
 The same rules over real sockets are in test_websocket.py; here every corner is one table row.
 reliability-anchors.md §5 items 2-4 and §6 #33-35.
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from channels import TokenSet
-from channels._guard import Rejection, RequestGuard, header_values, hostname_of
+from channels._core.guard import Rejection, RequestGuard, header_values, hostname_of
 
 TOKEN = "guard-test-token-4mYq7Rr2Lx"
 OTHER_TOKEN = "guard-other-token-9KpW3sNv1T"

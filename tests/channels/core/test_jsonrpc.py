@@ -26,7 +26,7 @@ from channels import (
     kind,
     validate,
 )
-from channels._jsonrpc import sniff_leading_id
+from channels._core.jsonrpc import sniff_leading_id
 
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
@@ -333,7 +333,7 @@ def test_a_sniffed_id_can_always_be_written_back_in_a_reply() -> None:
     )
 )
 def test_the_fast_path_of_validate_agrees_with_the_thorough_checks(message: dict[str, Any]) -> None:
-    from channels._jsonrpc import _validate_thoroughly
+    from channels._core.jsonrpc import _validate_thoroughly
 
     try:
         expected: Any = _validate_thoroughly(message)

@@ -5,7 +5,7 @@ sessions with resumability, and 2026-07-28 single-exchange POSTs), run as a proc
 socket the test owns, so it can be killed and restarted on the same port. Also here: the
 :class:`~channels.MessageChannel` contract as it applies to a client-only channel, the sans-IO
 header and error helpers, and ``mcp-bridge connect`` end to end with an SDK stdio client.
-``tests/test_httpclient_faults.py`` injects precise faults with a scripted server.
+``tests/channels/http/test_httpclient_faults.py`` injects precise faults with a scripted server.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from scripted_http import ServerExchange, scripted_server
 from trio.testing import wait_all_tasks_blocked
 
 from channels import ConnectOptions, MessageChannel
-from channels._clientmcp import modern_headers, status_reply
-from channels._clientparams import ToolHeaders, param_headers
-from channels._clientstream import StreamPosition, reconnect_delay
-from channels._endpoint import parse_endpoint
-from channels._httpclient import open_http_client
-from channels._mcpheaders import claimed_version
+from channels._http.client.channel import open_http_client
+from channels._http.client.stream import StreamPosition, reconnect_delay
+from channels._mcp.client import modern_headers, status_reply
+from channels._mcp.headers import claimed_version
+from channels._mcp.params import ToolHeaders, param_headers
+from channels._sockets.endpoint import parse_endpoint
 
-REPO = Path(__file__).resolve().parent.parent
-SDK_HTTP_SERVER = str(Path(__file__).resolve().parent / "sdk_http_server.py")
+REPO = Path(__file__).resolve().parents[2]
+SDK_HTTP_SERVER = str(REPO / "tests" / "sdk_http_server.py")
 CONNECT = ["-m", "bridge", "connect"]  # the real command, run from the repository root
 
 TIMEOUT = 30  # seconds per SDK test: one or two interpreter start-ups (uvicorn, the SDK) and some calls

@@ -3,7 +3,7 @@
 The server is ``tests/scripted_http.py`` (h11 over real loopback sockets), driven per test: a
 legacy session that the server forgets (404), event streams cut before the reply, bodies trickled
 one byte per chunk, oversized events, slow requests, error statuses, idle connections closed
-behind the client's back. ``tests/test_httpclient.py`` runs the same channel against the official
+behind the client's back. ``tests/channels/http/test_httpclient.py`` runs the same channel against the official
 SDK's server.
 """
 
@@ -31,11 +31,11 @@ from channels import (
     MessageTooLarge,
     ProtocolError,
 )
-from channels import _clientdispatch as httpdispatch
-from channels._clientconn import MAX_CONNECTIONS, RESERVED_CONNECTIONS
-from channels._clientexchange import MAX_SESSION_RENEWALS
-from channels._endpoint import parse_endpoint
-from channels._httpclient import open_http_client
+from channels._http.client import dispatch as httpdispatch
+from channels._http.client.channel import open_http_client
+from channels._http.client.conn import MAX_CONNECTIONS, RESERVED_CONNECTIONS
+from channels._http.client.exchange import MAX_SESSION_RENEWALS
+from channels._sockets.endpoint import parse_endpoint
 
 TIMEOUT = 10
 

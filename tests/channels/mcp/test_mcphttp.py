@@ -1,4 +1,4 @@
-"""The rules for an HTTP request to an MCP endpoint before it reaches a child (channels/_mcphttp.py).
+"""The rules for an HTTP request to an MCP endpoint before it reaches a child (channels/_mcp/admission.py).
 
 Sans-IO: every rule is a call with headers and a body. The cases named after a conformance check
 (CONF ...) send what modelcontextprotocol/conformance sends in src/scenarios/server/stateless.ts
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels._mcphttp import (
+from channels._mcp.admission import (
     ASSUMED_VERSION,
     HEADER_MISMATCH,
     LEGACY_VERSIONS,

@@ -19,6 +19,7 @@ import attrs
 import pytest
 import trio
 import trustme
+from commands import connect
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
@@ -43,7 +44,6 @@ from conftest import (
     result_text,
     running_bridge,
 )
-from test_connect import connect
 
 TIMEOUT = 20
 EXIT_OK = 0

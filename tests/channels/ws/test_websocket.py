@@ -51,9 +51,9 @@ from channels import (
     parse_address,
     receive_batch,
 )
-from channels._endpoint import Endpoint
-from channels._guard import RequestGuard
-from channels._websocket import WebSocketIncoming
+from channels._core.guard import RequestGuard
+from channels._sockets.endpoint import Endpoint
+from channels._ws.address import WebSocketIncoming
 
 from conftest import (
     REPO,

@@ -1,4 +1,4 @@
-"""The WebSocket shortcuts (channels/_wsframes.py) against RFC 6455 and the ``websockets`` library.
+"""The WebSocket shortcuts (channels/_ws/frames.py) against RFC 6455 and the ``websockets`` library.
 
 The sans-IO reader must take exactly the simple text frames a bridge sees all day and leave every
 other frame, byte for byte, to the library; the header writer must produce what the library
@@ -33,7 +33,7 @@ from websockets.frames import Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
-from channels._wsframes import take_text_frames, text_frame_header
+from channels._ws.frames import take_text_frames, text_frame_header
 
 TIMEOUT = 20  # seconds for one example over a real socket
 

@@ -1,0 +1,150 @@
+"""The core every channel kind builds on; it imports nothing else of ``channels``.
+
+What lives here: the exceptions (``errors``), JSON-RPC values (``jsonrpc``), newline framing
+(``framing``), the Channel interface (``channel``), the stream channel (``stream``), reading a file
+descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker (``ticker``), the
+listener and address machinery (``listener``, ``address``, ``options``, ``serve``), TLS contexts and
+the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``) and the HTTP request
+guard (``guard``).
+
+Import rule: modules here import only each other, the standard library and third-party packages.
+The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``guard``) import no trio.
+"""
+
+from .address import (
+    AccessDenied,
+    Address,
+    AddressError,
+    ConnectError,
+    ConnectOptions,
+    HttpOptions,
+    ListenError,
+    ListenOptions,
+    address_schemes,
+    parse_address,
+    register_address_kind,
+)
+from .auth import (
+    AUTHENTICATE_METHOD,
+    UNAUTHORIZED,
+    CredentialError,
+    TokenSet,
+    authenticate_message,
+    client_token_from_env,
+    client_token_from_file,
+    tokens_from_credential,
+    tokens_from_env,
+    tokens_from_file,
+)
+from .channel import (
+    CloseReason,
+    MessageChannel,
+    PeerInfo,
+    receive_batch,
+)
+from .errors import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    InvalidMessage,
+    MessageTooLarge,
+    ParseError,
+    ProtocolError,
+    SendTimeout,
+)
+from .framing import (
+    LineFramer,
+    Oversized,
+)
+from .jsonrpc import (
+    JSONObject,
+    Kind,
+    RequestId,
+    decode,
+    encode,
+    is_request_id,
+    kind,
+    validate,
+)
+from .listener import (
+    HandshakeError,
+    Incoming,
+    IncomingHandler,
+    MessageListener,
+    StreamIncoming,
+    StreamListener,
+    serve_listeners,
+)
+from .lock import (
+    HandoffLock,
+)
+from .serve import (
+    connect,
+    open_listeners,
+    serve,
+)
+from .stream import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    StreamChannel,
+)
+from .unwrap import (
+    single_exception,
+)
+
+__all__ = [
+    "AUTHENTICATE_METHOD",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "INVALID_REQUEST",
+    "PARSE_ERROR",
+    "UNAUTHORIZED",
+    "AccessDenied",
+    "Address",
+    "AddressError",
+    "CloseReason",
+    "ConnectError",
+    "ConnectOptions",
+    "CredentialError",
+    "HandoffLock",
+    "HandshakeError",
+    "HttpOptions",
+    "Incoming",
+    "IncomingHandler",
+    "InvalidMessage",
+    "JSONObject",
+    "Kind",
+    "LineFramer",
+    "ListenError",
+    "ListenOptions",
+    "MessageChannel",
+    "MessageListener",
+    "MessageTooLarge",
+    "Oversized",
+    "ParseError",
+    "PeerInfo",
+    "ProtocolError",
+    "RequestId",
+    "SendTimeout",
+    "StreamChannel",
+    "StreamIncoming",
+    "StreamListener",
+    "TokenSet",
+    "address_schemes",
+    "authenticate_message",
+    "client_token_from_env",
+    "client_token_from_file",
+    "connect",
+    "decode",
+    "encode",
+    "is_request_id",
+    "kind",
+    "open_listeners",
+    "parse_address",
+    "receive_batch",
+    "register_address_kind",
+    "serve",
+    "serve_listeners",
+    "single_exception",
+    "tokens_from_credential",
+    "tokens_from_env",
+    "tokens_from_file",
+    "validate",
+]

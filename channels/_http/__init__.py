@@ -1,0 +1,25 @@
+"""Streamable HTTP (and the 2024-11-05 HTTP+SSE transport): ``http://`` and ``https://``.
+
+``address`` is the address kind; ``sse`` the event-stream format both sides share; ``server/`` the
+listener (one HTTP/1.1 connection, the routes, sessions and response streams); ``client/`` the
+client channel ``mcp-bridge connect http://...`` uses.
+
+Import rule: ``channels._core``, ``channels._sockets`` and ``channels._mcp``; ``server`` and
+``client`` never import each other.
+"""
+
+from .address import (
+    HttpAddress,
+    HttpFdAddress,
+    HttpsAddress,
+)
+from .client.channel import (
+    HttpClientChannel,
+)
+
+__all__ = [
+    "HttpAddress",
+    "HttpClientChannel",
+    "HttpFdAddress",
+    "HttpsAddress",
+]
