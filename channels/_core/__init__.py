@@ -12,14 +12,8 @@ The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``guard``) imp
 """
 
 from .address import (
-    AccessDenied,
     Address,
     AddressError,
-    ConnectError,
-    ConnectOptions,
-    HttpOptions,
-    ListenError,
-    ListenOptions,
     address_schemes,
     parse_address,
     register_address_kind,
@@ -76,6 +70,14 @@ from .listener import (
 )
 from .lock import (
     HandoffLock,
+)
+from .options import (
+    AccessDenied,
+    ConnectError,
+    ConnectOptions,
+    HttpOptions,
+    ListenError,
+    ListenOptions,
 )
 from .serve import (
     connect,

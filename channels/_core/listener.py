@@ -28,7 +28,7 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn, final
+from typing import Any, NoReturn, final
 
 import attrs
 import trio
@@ -36,12 +36,10 @@ import trio
 from .auth import UNAUTHORIZED, TokenSet, token_of_message
 from .channel import MessageChannel, PeerInfo
 from .errors import ProtocolError
+from .options import ListenOptions
 from .stream import StreamChannel
+from .tlscontext import ServerTls
 from .tlsstream import TLS_STREAMS, TlsStream
-
-if TYPE_CHECKING:
-    from .._sockets.tls import ServerTls  # _tls imports this module
-    from .address import ListenOptions
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).

@@ -10,9 +10,10 @@ from typing import NoReturn
 
 import trio
 
-from .address import Address, ConnectOptions, ListenOptions, parse_address
+from .address import Address, parse_address
 from .channel import MessageChannel
 from .listener import HandshakeError, Incoming, MessageListener, serve_listeners
+from .options import ConnectOptions, ListenOptions
 
 logger = logging.getLogger("channels.serve")
 

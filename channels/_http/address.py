@@ -17,20 +17,15 @@ from typing import NoReturn, Self, final
 import attrs
 import trio
 
-from .._core.address import (
-    Address,
-    AddressError,
-    ConnectOptions,
-    ListenOptions,
-    register_address_kind,
-)
+from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
+from .._core.options import ConnectOptions, ListenOptions
+from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
 from .._sockets.endpoint import Endpoint, parse_endpoint
 from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
-from .._sockets.tls import ServerTls
 from .client.channel import open_http_client
 from .server.service import HttpService
 

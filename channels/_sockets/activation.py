@@ -24,17 +24,10 @@ from typing import Self
 import attrs
 import trio
 
-from .._core.address import (
-    Address,
-    AddressError,
-    ConnectError,
-    ConnectOptions,
-    ListenError,
-    ListenOptions,
-    register_address_kind,
-)
+from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel
 from .._core.listener import MessageListener
+from .._core.options import ConnectError, ConnectOptions, ListenError, ListenOptions
 from .tcp import TcpListener, check_exposure
 from .unix import UnixListener
 

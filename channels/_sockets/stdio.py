@@ -17,15 +17,10 @@ from typing import Self, final
 import attrs
 import trio
 
-from .._core.address import (
-    Address,
-    AddressError,
-    ConnectOptions,
-    ListenOptions,
-    register_address_kind,
-)
+from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
+from .._core.options import ConnectOptions, ListenOptions
 from .._core.stream import StreamChannel
 
 

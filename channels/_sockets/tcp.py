@@ -13,28 +13,19 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Self, final
+from typing import Self, final
 
 import attrs
 import trio
 
-from .._core.address import (
-    Address,
-    AddressError,
-    ConnectError,
-    ConnectOptions,
-    ListenError,
-    ListenOptions,
-    register_address_kind,
-)
+from .._core.address import Address, AddressError, register_address_kind
 from .._core.auth import authenticate_message
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
+from .._core.options import ConnectError, ConnectOptions, ListenError, ListenOptions
 from .._core.stream import StreamChannel
+from .._core.tlscontext import ServerTls
 from .._core.tlsstream import TlsSocketStream
-
-if TYPE_CHECKING:  # _tls imports this module
-    from .tls import ServerTls
 
 logger = logging.getLogger("channels.tcp")
 

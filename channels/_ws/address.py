@@ -41,23 +41,18 @@ from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from .._core.address import (
-    AccessDenied,
-    Address,
-    ConnectError,
-    ConnectOptions,
-    ListenOptions,
-    register_address_kind,
-)
+from .._core.address import Address, register_address_kind
 from .._core.channel import CloseReason, MessageChannel, PeerInfo
 from .._core.fdio import RECEIVE_SIZE
 from .._core.guard import Rejection, RequestGuard
 from .._core.listener import HandshakeError, Incoming, MessageListener, tls_handshake
+from .._core.options import AccessDenied, ConnectError, ConnectOptions, ListenOptions
+from .._core.tlscontext import ServerTls, client_context
 from .._core.tlsstream import TLS_STREAMS
 from .._core.unwrap import single_exception
 from .._sockets.endpoint import Endpoint, parse_endpoint
 from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
-from .._sockets.tls import ServerTls, client_context, open_tls_client_stream
+from .._sockets.tls import open_tls_client_stream
 from .channel import WebSocketChannel
 
 logger = logging.getLogger("channels.websocket")

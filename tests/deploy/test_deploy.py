@@ -40,7 +40,7 @@ import trio
 from bridge import Daemon, Limits
 from bridge._cli import config as config_file
 from channels import HttpOptions, ListenOptions
-from channels._core.address import DEFAULT_SSE_KEEPALIVE
+from channels._core.options import DEFAULT_SSE_KEEPALIVE
 
 from conftest import REPO, call, example_server, poll, request, result_text, running_bridge
 from rawhttp import POST_HEADERS, RawHttp, Response

@@ -41,13 +41,13 @@ from typing import final
 
 import trio
 
-from ..._core.address import ConnectOptions
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.errors import InvalidMessage, ProtocolError
 from ..._core.jsonrpc import JSONObject, Kind, encode, validate
+from ..._core.options import ConnectOptions
+from ..._core.tlscontext import client_context
 from ..._core.unwrap import single_exception
 from ..._sockets.endpoint import Endpoint
-from ..._sockets.tls import client_context
 from .conn import ConnectionPool
 from .dispatch import Dispatcher
 from .exchange import Exchanges, Item

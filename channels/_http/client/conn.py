@@ -19,8 +19,8 @@ from typing import final
 import h11
 import trio
 
-from ..._core.address import ConnectError, ConnectOptions
 from ..._core.fdio import RECEIVE_SIZE
+from ..._core.options import ConnectError, ConnectOptions
 from ..._sockets.endpoint import Endpoint
 from ..._sockets.tcp import open_tcp_stream
 from ..._sockets.tls import open_tls_client_stream

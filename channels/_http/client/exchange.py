@@ -20,9 +20,9 @@ import attrs
 import h11
 import trio
 
-from ..._core.address import ConnectOptions
 from ..._core.errors import MessageTooLarge, ProtocolError
 from ..._core.jsonrpc import JSONObject, RequestId, decode, encode
+from ..._core.options import ConnectOptions
 from ..._mcp.client import (
     ACCEPT_BOTH,
     SESSION_HEADER,

@@ -34,10 +34,10 @@ from functools import partial
 import attrs
 import trio
 
-from ..._core.address import ListenOptions
 from ..._core.channel import PeerInfo
 from ..._core.guard import Rejection, RequestGuard, header_values
 from ..._core.listener import HandshakeError, IncomingHandler, tls_handshake
+from ..._core.options import ListenOptions
 from ..._core.ticker import Ticker
 from ..._core.tlsstream import TLS_STREAMS
 from ..._mcp.admission import HttpRefusal

@@ -14,9 +14,9 @@ import trio
 import trio.testing
 
 from channels import ListenOptions
+from channels._core.tlscontext import ServerTls
 from channels._core.tlsstream import TlsSocketStream
 from channels._sockets.tcp import accept_tcp
-from channels._sockets.tls import ServerTls
 
 from conftest import TlsFiles
 

@@ -1,0 +1,172 @@
+"""How listeners are opened and connections made: the option records, and how either fails.
+
+:class:`ListenOptions` and :class:`ConnectOptions` (with :class:`HttpOptions` inside the former)
+are what ``Address.listen`` and ``Address.connect`` take; each address kind reads the fields that
+concern it. Every default is named here, with its reason. :class:`ListenError` and
+:class:`ConnectError` are what listening and connecting raise when they fail, whatever the kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from .auth import TokenSet
+from .stream import DEFAULT_MAX_MESSAGE_BYTES
+
+# Unix socket files are created owner-only unless the operator widens them (DESIGN.md §5.7).
+DEFAULT_SOCKET_MODE = 0o600
+
+# The handshake deadline (TLS, WebSocket upgrade, authentication): a complete request may never
+# take that long (HAProxy `timeout http-request 5s`; websockets `open_timeout=10`).
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+# WebSocket keepalive: a ping every 20 s, and the connection is closed if its pong takes longer
+# than 20 s (the websockets library's ping_interval and ping_timeout).
+DEFAULT_PING_INTERVAL = 20.0
+DEFAULT_PING_TIMEOUT = 20.0
+
+
+# Legacy Streamable HTTP sessions left idle this long are ended (their children stopped); a client
+# that comes back gets 404 and initialises again, as the spec provides. Half an hour outlasts a
+# person's pause between tool calls without keeping abandoned children forever.
+DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
+# At most this many legacy sessions at once per HTTP address (each may own a child process).
+DEFAULT_MAX_SESSIONS = 256
+# Bytes of SSE events kept per session for Last-Event-ID replay (oldest dropped first).
+DEFAULT_EVENT_BUDGET = 4 * 1024 * 1024
+# A comment on an idle SSE stream this often keeps proxies from timing it out (nginx's
+# proxy_read_timeout defaults to 60 s).
+DEFAULT_SSE_KEEPALIVE = 15.0
+
+
+def _origins(values: Iterable[str]) -> frozenset[str]:
+    """Origins as compared: lower-case, without a trailing ``/``."""
+    return frozenset(origin.lower().rstrip("/") for origin in values)
+
+
+@attrs.frozen
+class HttpOptions:
+    """Settings only HTTP listeners read.
+
+    Attributes:
+        session_idle_timeout: seconds after which an idle legacy session is ended.
+        max_sessions: legacy sessions (and 2024-11-05 SSE streams) at once; more get 503.
+        event_budget: bytes of events a session keeps for ``Last-Event-ID`` replay.
+        sse_keepalive: seconds of silence on an event stream before a keep-alive comment.
+        trust_proxy: take the client's host from ``X-Forwarded-Host`` (for the Host check) and
+            its address from ``X-Forwarded-For``, set by a reverse proxy in front. Only for
+            listeners that nothing but the proxy can reach.
+        cors_origins: origins whose browser pages may call the endpoint cross-origin (CORS,
+            off when empty); they are also allowed as ``Origin``.
+        resource_metadata: an OAuth 2.0 protected-resource metadata document (RFC 9728) served
+            at ``/.well-known/oauth-protected-resource`` plus the endpoint's path, and named in
+            the ``WWW-Authenticate`` header of 401 answers; ``None`` serves none.
+    """
+
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    event_budget: int = DEFAULT_EVENT_BUDGET
+    sse_keepalive: float = DEFAULT_SSE_KEEPALIVE
+    trust_proxy: bool = False
+    cors_origins: frozenset[str] = attrs.field(default=frozenset(), converter=_origins)
+    resource_metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class ListenOptions:
+    """How to open listeners. Each kind reads the fields that concern it.
+
+    Attributes:
+        max_message_bytes: longest message accepted from a peer.
+        socket_mode: permission bits of a Unix socket file.
+        socket_group: group id given to a Unix socket file, or ``None`` for the process's group.
+        allow_uids, allow_gids: Unix sockets: if either is given, only peers whose uid is in
+            ``allow_uids`` or whose gid is in ``allow_gids`` are served (``SO_PEERCRED``, checked at
+            accept, before any byte is read); others are disconnected and logged.
+        tokens: network channels (``tcp:``, ``tls:``, ``ws://``, ``wss://``): if set, every
+            client must present one of these bearer tokens (see :mod:`channels._core.auth`).
+        tls_cert, tls_key: PEM files of the certificate chain and private key, for ``tls:`` and
+            ``wss://`` listeners.
+        tls_client_ca: PEM file of the CAs whose client certificates are accepted; if set, TLS
+            clients must present one (mTLS), and that authenticates them.
+        allow_origins: WebSocket: ``Origin`` values accepted besides the defaults (loopback
+            origins on loopback binds); a request without ``Origin`` (not a browser) passes.
+        allow_hosts: WebSocket: ``Host`` names accepted; by default the loopback names on loopback
+            binds (DNS rebinding protection) and any name on other binds (which must
+            authenticate).
+        allow_non_loopback: permit binds beyond loopback without authentication (the operator's
+            explicit opt-out, ``--insecure-no-auth``).
+        handshake_timeout: seconds a client has for its TLS handshake, WebSocket upgrade and
+            authentication.
+        ping_interval, ping_timeout: WebSocket keepalive.
+        http: settings of HTTP listeners.
+    """
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    socket_mode: int = DEFAULT_SOCKET_MODE
+    socket_group: int | None = None
+    allow_uids: frozenset[int] = frozenset()
+    allow_gids: frozenset[int] = frozenset()
+    tokens: TokenSet | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    allow_origins: frozenset[str] = frozenset()
+    allow_hosts: frozenset[str] = frozenset()
+    allow_non_loopback: bool = False
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    ping_interval: float = DEFAULT_PING_INTERVAL
+    ping_timeout: float = DEFAULT_PING_TIMEOUT
+    http: HttpOptions = HttpOptions()
+
+
+@attrs.frozen
+class ConnectOptions:
+    """How to connect.
+
+    Attributes:
+        max_message_bytes: longest message accepted from the peer.
+        token: the bearer token to present (never shown by ``repr``).
+        tls_ca: PEM file of the CAs to trust for ``tls:``/``wss://`` servers; ``None`` means the
+            system's trust store.
+        tls_cert, tls_key: a client certificate and its key, for servers that require one (mTLS).
+        handshake_timeout: seconds for connecting, the TLS handshake and the WebSocket upgrade.
+        ping_interval, ping_timeout: WebSocket keepalive.
+    """
+
+    max_message_bytes: int = 16 * 1024 * 1024
+    token: str | None = attrs.field(default=None, repr=False)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    ping_interval: float = DEFAULT_PING_INTERVAL
+    ping_timeout: float = DEFAULT_PING_TIMEOUT
+
+
+class ListenError(Exception):
+    """A listener could not be opened; the message names the address, the cause and the fix.
+
+    Raised by ``Address.listen``, :func:`~channels.open_listeners` and :func:`~channels.serve`:
+    a path or port in use, a missing certificate, a bind beyond loopback without authentication.
+    """
+
+
+class ConnectError(Exception):
+    """A connection could not be made; the message names the address and the cause.
+
+    Raised by ``Address.connect`` and :func:`~channels.connect` on entering the block: nothing
+    listening, a timeout, a failed TLS handshake or WebSocket upgrade.
+    """
+
+
+class AccessDenied(ConnectError):
+    """The server refused this client: a wrong or missing token, a forbidden Origin or Host.
+
+    Raised where the refusal comes before any message (a WebSocket upgrade answered 401 or 403).
+    On newline channels (``tcp:``, ``tls:``) a refused token is not reported on connecting: the
+    server answers with a JSON-RPC error (code :data:`~channels.UNAUTHORIZED`, id null) and
+    closes, which the first ``receive`` sees.
+    """
