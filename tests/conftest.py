@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +30,39 @@ from channels import ConnectOptions, ListenOptions, MessageChannel, MessageListe
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep the reason of a skip raised inside a trio test.
+
+    pytest-trio (0.8) turns a ``pytest.skip(reason)`` that left a nursery, wrapped in an
+    exception group, into a bare ``pytest.skip()``: the summary then says only "Skipped". The
+    original skip is the context of the bare one; its reason and place go back on the report.
+    """
+    report = yield
+    if report.skipped and call.excinfo is not None and isinstance(report.longrepr, tuple):
+        original = _only_skip(call.excinfo.value.__context__)
+        if original is not None and original.__traceback__ is not None:
+            frames = traceback.extract_tb(original.__traceback__)
+            frame = next((f for f in reversed(frames) if "_pytest" not in f.filename), frames[-1])
+            report.longrepr = (frame.filename, frame.lineno or 0, f"Skipped: {original.msg}")
+    return report
+
+
+def _only_skip(exc: BaseException | None) -> pytest.skip.Exception | None:
+    """The one skip inside an exception group (or None if it holds anything else)."""
+    leaves: list[BaseException] = []
+    queue = [exc] if exc is not None else []
+    while queue:
+        current = queue.pop()
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    if len(leaves) == 1 and isinstance(leaves[0], pytest.skip.Exception):
+        return leaves[0]
+    return None
 
 
 def example_server(*flags: str) -> tuple[str, ...]:
@@ -307,15 +341,20 @@ def bridge_argv(*args: str) -> list[str]:
 
 @asynccontextmanager
 async def bridge_process(
-    *args: str, listeners: int = 1, max_open_files: int | None = None
+    *args: str,
+    listeners: int = 1,
+    max_open_files: int | None = None,
+    command: list[str] | None = None,
+    cwd: Path = REPO,
 ) -> AsyncIterator[BridgeProcess]:
     """Start ``python -m bridge ARGS`` and wait until ``listeners`` addresses are bound.
 
     Its stderr is collected in ``stderr_lines`` while the block runs. On exit the process gets
     SIGTERM if still running, SIGKILL after 10 s, and is always reaped. ``max_open_files`` lowers
-    its file descriptor limit (``RLIMIT_NOFILE``).
+    its file descriptor limit (``RLIMIT_NOFILE``); ``command`` runs another ``mcp-bridge`` (an
+    installed one) in place of ``python -m bridge``, in ``cwd``.
     """
-    argv = bridge_argv(*args)
+    argv = [*command, *args] if command is not None else bridge_argv(*args)
     if max_open_files is not None:  # prlimit(1) would do too; the shell's ulimit is everywhere
         argv = ["sh", "-c", f'ulimit -n {max_open_files} && exec "$@"', "sh", *argv]
     process = await trio.lowlevel.open_process(
@@ -323,7 +362,7 @@ async def bridge_process(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        cwd=REPO,
+        cwd=cwd,
         start_new_session=True,
     )
     lines: list[str] = []
