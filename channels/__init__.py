@@ -1,7 +1,22 @@
 """Channels: whole JSON-RPC messages over one kind of transport.
 
 This package knows framing and the JSON-RPC shape, nothing about child processes, sessions or MCP
-protocol eras. ``bridge`` imports it; it never imports ``bridge``.
+protocol eras (HTTP is the one exception: it must read MCP's headers, and keeps that knowledge in
+``_mcp``). ``bridge`` imports it; it never imports ``bridge``.
+
+Layering (docs/design.md §2); each room imports only the rooms before it in this list:
+
+- ``_core``: errors, JSON-RPC values, framing, the Channel interface, the stream channel,
+  listeners, addresses and their options, TLS contexts, tokens and the HTTP request guard.
+  The sans-IO modules among them import no trio.
+- ``_sockets``: ``unix:``, ``tcp:``, ``tls:``, ``stdio:`` and ``fd:`` (systemd socket activation).
+- ``_ws``: ``ws://`` and ``wss://``.
+- ``_mcp``: the MCP-over-HTTP rules, sans-IO (imports ``_core`` only).
+- ``_http``: ``http://`` and ``https://``: ``server/`` and ``client/``, which never import each
+  other.
+
+``testing`` is public: the conformance suite any channel implementation can run. Every other
+public name is exported here, from the rooms' own ``__all__``.
 """
 
 from . import _core, _http, _sockets, _ws
