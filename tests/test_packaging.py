@@ -62,9 +62,10 @@ async def run(*argv: str | Path, cwd: Path, stdin: bytes = b"", timeout: float =
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel, built once for this module's tests."""
     out = tmp_path_factory.mktemp("dist")
-    trio.run(
-        partial(run, sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, REPO, cwd=REPO)
-    )
+    # No --sdist --wheel: build makes the sdist, then the wheel from the unpacked sdist, so a file
+    # missing from the sdist fails too, and no build/ folder is left in the source tree (where
+    # setuptools would keep modules that were since moved away and put them in later wheels).
+    trio.run(partial(run, sys.executable, "-m", "build", "--outdir", out, REPO, cwd=REPO))
     return out
 
 
