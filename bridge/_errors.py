@@ -1,8 +1,9 @@
 """Errors the bridge itself sends, and the exceptions it raises.
 
-Codes (DESIGN.md §7, listed in the README): the JSON-RPC standard codes where they fit; the SDKs'
-transport conventions (``-32000`` connection closed, ``-32001`` request timeout) so clients recognise
-them; anything else bridge-specific outside ``-32768..-32000`` (MCP 2026-07-28 reserves that range).
+Codes (docs/design.md §7, listed in docs/reference/error-codes.md): the JSON-RPC standard codes
+where they fit; the SDKs' transport conventions (``-32000`` connection closed, ``-32001`` request
+timeout) so clients recognise them; anything else bridge-specific outside ``-32768..-32000`` (MCP
+2026-07-28 reserves that range).
 Every error the bridge writes carries ``data.reason``, a stable machine-readable tag.
 """
 

@@ -1,14 +1,14 @@
 """What an MCP client puts in HTTP headers, and how HTTP outcomes become JSON-RPC replies (sans-IO).
 
-HTTP is the one transport where ``channels`` must read MCP fields (DESIGN.md §2): the session and
-protocol-version headers of the legacy era, the routing headers of 2026-07-28
+HTTP is the one transport where ``channels`` must read MCP fields (docs/design.md §2): the session
+and protocol-version headers of the legacy era, the routing headers of 2026-07-28
 (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), and the ``_meta`` key that tells the two
 eras apart. What a client must agree on with servers (those names, the era test, the
 ``=?base64?...?=`` form, the ``x-mcp-header`` rules) is :mod:`channels._mcp.headers`, by which
 the bridge's own server checks requests; the client's modules take it from there, and keep here
 only what is the client's alone.
 
-Error replies: a request must never be left without an answer (DESIGN.md §5 guarantee 1), so every
+Error replies: a request must never be left without an answer (docs/design.md §5.1), so every
 HTTP outcome that carries no JSON-RPC reply becomes one, with the request's id:
 
 =========================================  ===========  =====================================

@@ -1,4 +1,4 @@
-"""DESIGN.md §5, guarantee by guarantee, over real sockets with real child processes.
+"""docs/design.md §5, guarantee by guarantee, over real sockets with real child processes.
 
 Each test name states the guarantee it checks. The bridge runs in this process (``running_bridge``)
 unless the test is about signals, where it runs as ``python -m bridge``.

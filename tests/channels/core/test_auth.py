@@ -1,4 +1,4 @@
-"""Bearer tokens on every network channel (DESIGN.md §5.7): loaded safely, compared in constant
+"""Bearer tokens on every network channel (docs/design.md §5.7): loaded safely, compared in constant
 time, never logged; a connection that fails authentication never reaches a child.
 
 WebSocket's header-borne tokens are tested in test_websocket.py; here: the token sources, the

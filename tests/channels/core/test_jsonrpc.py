@@ -1,6 +1,6 @@
 """Strict JSON-RPC decoding, canonical encoding and classification (sans-IO).
 
-Guarantee 2 of DESIGN.md starts here: whatever :func:`decode` accepts is one valid JSON-RPC message
+Guarantee 2 (docs/design.md §5.2) starts here: whatever :func:`decode` accepts is one valid JSON-RPC message
 that :func:`encode` turns back into one line; everything else is a ParseError (-32700) or an
 InvalidMessage (-32600), never another exception (reliability-anchors.md scenario 16).
 """

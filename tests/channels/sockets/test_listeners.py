@@ -1,4 +1,4 @@
-"""Listeners are safe by default: Unix socket files and loopback TCP (DESIGN.md §5.7).
+"""Listeners are safe by default: Unix socket files and loopback TCP (docs/design.md §5.7).
 
 Unix rules (channels/_sockets/unix.py): owner-only from the first instant, never steal a live socket nor
 remove what is not a socket, replace only a stale socket, remove on close only what we created.
