@@ -1,43 +1,20 @@
 """The configuration file (``--config FILE``): many servers, each with its listeners, in TOML.
 
-The file's shape::
-
-    [servers.github]
-    command = ["npx", "-y", "@modelcontextprotocol/server-github"]
-    env = { GITHUB_TOKEN_FILE = "/run/credentials/mcp-bridge@github.service/token" }
-    child = "auto"
-
-    [[servers.github.listeners]]
-    kind = "unix"
-    path = "/run/mcp-bridge/github.sock"
-
-    [[servers.github.listeners]]
-    kind = "http"
-    address = "127.0.0.1:7302"
-    path = "/mcp"
-    token_file = ["/etc/mcp-bridge/tokens"]
-
-A desktop client's ``mcpServers`` JSON (``{"mcpServers": {"name": {"command": ..., "args": [...],
-"env": {...}}}}``) is read too: each server gets a Unix socket ``SOCKET_DIR/NAME.sock``.
-
-attrs classes describe the file; cattrs structures it at this edge, with unknown keys refused.
-Every error names the path of the bad field and what was expected
-(``servers.github.listeners[1].path: expected a string``). Sizes and durations are written as on
-the command line ("4MiB", "30s").
+:func:`read` reads the file (TOML, or a client's ``mcpServers`` JSON) and structures it
+(:mod:`.schema` is its shape, :mod:`.mcp_servers` the JSON form); :func:`serve_configs` turns its
+entries into one :class:`ServeConfig` per server, with the command line's own rules for tokens,
+metadata documents, sizes and durations. Every error names the field it is about.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
-import typing
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import cattrs
 
 from channels import HttpOptions, ListenOptions, parse_address
 
@@ -46,187 +23,17 @@ from .._child.supervisor import RestartPolicy
 from .._daemon.daemon import ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
-
-LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "http", "https", "fd")
-CHILD_MODES = ("per-connection", "shared", "auto")
-# Where the servers of an imported mcpServers file get their sockets, unless told otherwise.
-DEFAULT_SOCKET_DIR = "/run/mcp-bridge"
-# The keys of a desktop client's mcpServers entries that mean something for a launched server.
-MCP_SERVERS_KEYS = frozenset({"command", "args", "env", "cwd", "disabled", "type"})
-_TOKENS = {"token_file", "token_env", "token_credential", "insecure_no_auth"}
-_TLS = {"tls_cert", "tls_key", "tls_client_ca"}
-_WEB = {"allow_origin", "allow_host"}
-_HTTP = {"cors_origin", "trust_proxy", "oauth_metadata", "session_idle_timeout", "max_sessions"}
-# Per listener kind, the fields that apply: anything else set is refused, as the command line
-# refuses an option no listener would use.
-KIND_FIELDS = {
-    "unix": {"path", "socket_mode", "socket_group", "allow_uid", "allow_gid"},
-    "tcp": {"address", *_TOKENS},
-    "tls": {"address", *_TOKENS, *_TLS},
-    "ws": {"address", "path", *_TOKENS, *_WEB},
-    "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS},
-    "http": {"address", "path", *_TOKENS, *_WEB, *_HTTP},
-    "https": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_HTTP},
-    "fd": {"name", "protocol", "path", "allow_uid", "allow_gid", *_TOKENS, *_WEB, *_HTTP},
-}
-
-
-@attrs.frozen
-class ListenerEntry:
-    """One ``[[servers.NAME.listeners]]`` table."""
-
-    kind: str
-    path: str | None = None
-    address: str | None = None
-    name: str | None = None
-    protocol: str | None = None
-    socket_mode: str | None = None
-    socket_group: int | None = None
-    allow_uid: list[int] = attrs.field(factory=list)
-    allow_gid: list[int] = attrs.field(factory=list)
-    token_file: list[str] = attrs.field(factory=list)
-    token_env: list[str] = attrs.field(factory=list)
-    token_credential: list[str] = attrs.field(factory=list)
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_client_ca: str | None = None
-    allow_origin: list[str] = attrs.field(factory=list)
-    allow_host: list[str] = attrs.field(factory=list)
-    insecure_no_auth: bool = False
-    cors_origin: list[str] = attrs.field(factory=list)
-    trust_proxy: bool = False
-    oauth_metadata: str | None = None
-    session_idle_timeout: str | None = None
-    max_sessions: int | None = None
-
-
-@attrs.frozen
-class LimitsEntry:
-    """``[servers.NAME.limits]``: any of the command line's limits, in the same units."""
-
-    max_message: str | None = None
-    max_child_message: str | None = None
-    max_connections: int | None = None
-    max_in_flight: int | None = None
-    send_timeout: str | None = None
-    half_close_timeout: str | None = None
-    drain_timeout: str | None = None
-    stop_stdin_timeout: str | None = None
-    stop_term_timeout: str | None = None
-    request_timeout: str | None = None
-    handshake_timeout: str | None = None
-    ping_interval: str | None = None
-    ping_timeout: str | None = None
-
-
-@attrs.frozen
-class ServerEntry:
-    """One ``[servers.NAME]`` table."""
-
-    command: list[str]
-    listeners: list[ListenerEntry]
-    env: dict[str, str] = attrs.field(factory=dict)
-    pass_env: list[str] = attrs.field(factory=list)
-    cwd: str | None = None
-    child: str = "auto"
-    start: str = "eager"
-    prespawn: int = 0
-    restart_limit: int = RestartPolicy().crash_limit
-    restart_window: str | None = None
-    limits: LimitsEntry = LimitsEntry()
-
-
-@attrs.frozen
-class ConfigFile:
-    """The whole file."""
-
-    servers: dict[str, ServerEntry]
-
-
-_converter = cattrs.Converter(forbid_extra_keys=True)
-
-
-def _strict(kind: type) -> Any:
-    """A structure hook that takes values of exactly ``kind`` (cattrs would turn 5 into "5")."""
-
-    def structure(value: Any, _: Any) -> Any:
-        if type(value) is not kind:
-            raise ValueError(f"expected {kind.__name__}")
-        return value
-
-    return structure
-
-
-for _kind in (str, int, bool):
-    _converter.register_structure_hook(_kind, _strict(_kind))
-
-
-def _lists_are_lists(raw: Any, cls: type, where: str) -> list[str]:
-    """Where the raw data has a string (or anything else) where ``cls`` wants a list.
-
-    cattrs would turn ``pass_env = "HOME"`` into ``["H", "O", "M", "E"]``; this walk finds such
-    values first, with their paths.
-    """
-    if not isinstance(raw, dict) or not attrs.has(cls):
-        return []
-    problems = []
-    hints = typing.get_type_hints(cls)
-    for field in attrs.fields(cls):
-        if field.name not in raw:
-            continue
-        value, hint = raw[field.name], hints[field.name]
-        path = f"{where}.{field.name}" if where else field.name
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if origin is list:
-            if type(value) is not list:
-                problems.append(f"{path}: expected a list")
-            else:
-                for index, item in enumerate(value):
-                    problems += _lists_are_lists(item, args[0], f"{path}[{index}]")
-        elif origin is dict and isinstance(value, dict) and attrs.has(args[1]):
-            for key, item in value.items():
-                problems += _lists_are_lists(item, args[1], f"{path}.{key}")
-        elif attrs.has(hint):
-            problems += _lists_are_lists(value, hint, path)
-    return problems
-
-
-_EXPECTED = {
-    "expected str": "expected a string",
-    "expected int": "expected a whole number",
-    "expected bool": "expected true or false",
-    "expected list": "expected a list",
-    "expected dict": "expected a table",
-}
-
-
-def _describe(message: str) -> str:
-    """``servers.github.listeners[1].path: expected a string`` from a cattrs message."""
-    text, _, where = message.rpartition(" @ ")
-    path = re.sub(r"\['([^']*)'\]", r".\1", where.removeprefix("$")).lstrip(".")
-    for needle, plain in _EXPECTED.items():
-        if needle in text:
-            text = plain
-    if text.startswith("required field missing"):
-        text = "required, and missing"
-    elif text.startswith("extra fields found"):
-        text = "unknown keys " + text.removeprefix("extra fields found").strip() + " (check the spelling)"
-    return f"{path}: {text}" if path else text
-
-
-def structure(data: Any) -> ConfigFile:
-    """The file's data as :class:`ConfigFile`.
-
-    Raises:
-        ConfigError: every problem found, one per line, each naming its field.
-    """
-    if problems := _lists_are_lists(data, ConfigFile, ""):
-        raise ConfigError("\n".join(problems))
-    try:
-        return _converter.structure(data, ConfigFile)
-    except cattrs.BaseValidationError as exc:
-        problems = [_describe(message) for message in cattrs.transform_error(exc)]
-        raise ConfigError("\n".join(problems)) from None
+from .loaders import load_resource_metadata, load_tokens
+from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers
+from .schema import (
+    CHILD_MODES,
+    KIND_FIELDS,
+    LISTENER_KINDS,
+    ConfigFile,
+    LimitsEntry,
+    ListenerEntry,
+    structure,
+)
 
 
 def read(path: str, socket_dir: str = DEFAULT_SOCKET_DIR) -> ConfigFile:
@@ -245,51 +52,12 @@ def read(path: str, socket_dir: str = DEFAULT_SOCKET_DIR) -> ConfigFile:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(f"--config {path}: not JSON ({exc})") from None
-        return structure(_from_mcp_servers(data, socket_dir))
+        return structure(from_mcp_servers(data, socket_dir))
     try:
         data = tomllib.loads(raw.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config {path}: not TOML ({exc})") from None
     return structure(data)
-
-
-def _from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
-    """Turn ``{"mcpServers": {...}}`` into this file's shape."""
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
-        raise ConfigError('expected a JSON object with an "mcpServers" object in it')
-    servers: dict[str, Any] = {}
-    for name, entry in data["mcpServers"].items():
-        where = f"mcpServers.{name}"
-        if not name or "/" in name or name in (".", "..") or "\0" in name:
-            raise ConfigError(f"{where}: a server name becomes a socket file name: no '/', not . or ..")
-        if isinstance(entry, dict) and entry.get("disabled") is True:
-            continue  # the clients' own switch: a disabled server is not served either
-        if isinstance(entry, dict) and "url" in entry:
-            raise ConfigError(
-                f"{where}: a remote server (url) is not one mcp-bridge launches; remove it from the file"
-            )
-        if isinstance(entry, dict) and (unknown := set(entry) - MCP_SERVERS_KEYS):
-            raise ConfigError(
-                f"{where}: unknown keys ({', '.join(sorted(unknown))}); "
-                f"expected {', '.join(sorted(MCP_SERVERS_KEYS))}"
-            )
-        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
-            if isinstance(entry, dict) and "url" in entry:
-                raise ConfigError(
-                    f"{where}: a remote server (url) is not one mcp-bridge launches; remove it from the file"
-                )
-            raise ConfigError(f"{where}.command: expected a string")
-        args = entry.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-            raise ConfigError(f"{where}.args: expected a list of strings")
-        servers[name] = {
-            "command": [entry["command"], *args],
-            "env": entry.get("env", {}),
-            "listeners": [{"kind": "unix", "path": os.path.join(socket_dir, f"{name}.sock")}],
-        }
-        if "cwd" in entry:
-            servers[name]["cwd"] = entry["cwd"]
-    return {"servers": servers}
 
 
 def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
@@ -298,7 +66,6 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     Raises:
         ConfigError: a field the kind needs is missing, or one is unusable.
     """
-    from .main import load_tokens  # the command line's own rules
 
     def need(field: str) -> str:
         value = getattr(entry, field)
@@ -364,8 +131,6 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
 
 
 def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
-    from .main import load_resource_metadata
-
     defaults = HttpOptions()
     if entry.max_sessions is not None and entry.max_sessions < 1:
         raise ConfigError(f"{where}.max_sessions: expected a positive whole number")

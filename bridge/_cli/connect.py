@@ -31,13 +31,9 @@ from channels import (
 
 from .._errors import REPLY_TOO_LARGE, error_response
 from .._relay.relay import BATCH
+from .exits import EXIT_LOST, EXIT_NOPERM, EXIT_OK, EXIT_UNAVAILABLE
 
 logger = logging.getLogger("bridge.connect")
-
-EXIT_OK = 0
-EXIT_LOST = 1  # the connection closed or broke while the local client still used it
-EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: could not connect
-EXIT_NOPERM = 77  # EX_NOPERM: the bridge refused our credentials (token, Origin, certificate)
 
 
 # After the local client's EOF on a channel that cannot half-close (TLS, WebSocket), how long the
