@@ -1,12 +1,15 @@
 """Moving messages between one client and a child: the per-connection relay and channel wrappers.
 
-``relay`` is one client channel to one child with stdio semantics; ``inflight`` tracks which
+``relay`` is one client channel to one child with stdio semantics, wiring ``to_child`` (client →
+child), ``to_client`` (child → client), ``writers`` (one per end), ``ledger`` (requests awaiting a
+reply, and their timeouts) and ``ending`` (why a connection ended); ``inflight`` tracks which
 requests await a reply; ``wrapped`` is the base of the channel wrappers ``peeked`` (messages read
 ahead), ``tap`` (a JSON Lines record) and ``requests`` (request metrics).
 
 Import rule: ``channels``, ``bridge._errors``, ``bridge._limits`` and ``bridge._child``.
 """
 
-from .relay import Ending, Relay
+from .ending import Ending
+from .relay import Relay
 
 __all__ = ["Ending", "Relay"]

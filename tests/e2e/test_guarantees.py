@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from bridge import Limits, Relay
+from bridge import Limits
+from bridge._relay.to_client import ToClient
 
 from conftest import (
     LineClient,
@@ -287,16 +288,16 @@ async def test_on_client_disconnect_the_child_and_its_process_group_are_stopped(
 
 
 async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orphan(sock_dir, monkeypatch):
-    original = Relay._pump_child
+    original = ToClient.run
     crashed = trio.Event()
 
-    async def crashing_pump(self: Relay) -> None:
+    async def crashing_pump(self: ToClient) -> None:
         if not crashed.is_set():
             crashed.set()
             raise RuntimeError("injected bug")
         await original(self)
 
-    monkeypatch.setattr(Relay, "_pump_child", crashing_pump)
+    monkeypatch.setattr(ToClient, "run", crashing_pump)
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"]) as daemon:
             first = await LineClient.open(daemon.addresses[0])

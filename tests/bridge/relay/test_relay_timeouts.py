@@ -284,7 +284,7 @@ async def test_answered_requests_leave_no_pile_of_deadlines_and_timeouts_still_f
                 await child.server.receive()
                 await child.server.send({"jsonrpc": "2.0", "id": number, "result": {}})
                 assert (await client.receive())["id"] == number
-                assert len(relay._deadlines) <= 2 * 4 + 1
+                assert len(relay._ledger._deadlines) <= 2 * 4 + 1
             await client.send(tool_request("late"))  # admitted after the sweeps, never answered
             await child.server.receive()
             timed_out = [(await client.receive())["id"] for _ in range(2)]

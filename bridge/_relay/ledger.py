@@ -1,0 +1,144 @@
+"""One connection's book of requests: which await a reply, whether none does, and when each times out.
+
+Both of the relay's directions write in it: the client → child pump opens requests and cancels
+them, the child → client pump closes them as the replies go out, and :meth:`Ledger.expire_requests`
+answers those that outlive ``request_timeout``. The ledger also remembers the child's own requests
+to the client, so that only the client's answers to them reach the child.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from channels import JSONObject, MessageChannel
+
+from .._errors import REQUEST_TIMEOUT, error_response
+from .inflight import InFlight
+
+logger = logging.getLogger("bridge.relay")
+
+# How many deadlines per allowed request in flight the queue may hold before the answered ones
+# are swept out: twice, so that each sweep is paid for by as many appends as it keeps entries.
+DEADLINES_KEPT_PER_LIMIT = 2
+
+
+@attrs.define(eq=False)
+class Ledger:
+    """The requests of one connection, in both directions.
+
+    Args:
+        max_in_flight: most client requests in flight at once (and most child requests
+            remembered).
+        request_timeout: how long a client request may stay in flight; ``None`` for no limit.
+
+    Attributes:
+        in_flight: the client's requests awaiting the child's reply.
+        child_requests: ids of the child's requests to the client not answered yet (oldest
+            forgotten first, beyond ``max_in_flight``).
+    """
+
+    max_in_flight: int
+    request_timeout: float | None
+    in_flight: InFlight = attrs.field(init=False)
+    child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
+    _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
+    # that is also deadline order, so a deque replaces a heap.
+    _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False, factory=deque)
+    _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    def __attrs_post_init__(self) -> None:
+        self.in_flight = InFlight(self.max_in_flight)
+        self._idle.set()
+
+    def opened(self, request_id: Any) -> None:
+        """A client request is forwarded: it is in flight, with a deadline if there is a timeout.
+
+        Raises:
+            DuplicateRequest: ``request_id`` is already in flight.
+            TooManyRequests: ``max_in_flight`` requests are.
+        """
+        token = self.in_flight.open(request_id)
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        if self.request_timeout is not None:
+            self._deadlines.append((trio.current_time() + self.request_timeout, request_id, token))
+            if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
+                self._forget_answered_deadlines()
+            self._deadline_added.set()
+
+    def _forget_answered_deadlines(self) -> None:
+        """Drop the deadlines of requests no longer in flight, except the first.
+
+        An answered request leaves its deadline in the queue until the deadline passes: without
+        this, a busy connection would keep one per request of the last ``request_timeout``
+        seconds. The first stays, since :meth:`expire_requests` may be sleeping until it.
+        """
+        deadlines = self._deadlines
+        first = deadlines.popleft()
+        kept = [entry for entry in deadlines if self.in_flight.is_open(entry[1], entry[2])]
+        deadlines.clear()
+        deadlines.append(first)
+        deadlines.extend(kept)
+
+    def check_idle(self) -> None:
+        """Wake :meth:`wait_idle` if no request is in flight any more."""
+        if not len(self.in_flight):
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no request is in flight."""
+        while len(self.in_flight):
+            await self._idle.wait()
+
+    def remember_child_request(self, request_id: Any) -> None:
+        """The child sent the client a request: the client's answer to it may go to the child."""
+        self.child_requests[request_id] = None
+        if len(self.child_requests) > self.max_in_flight:
+            del self.child_requests[next(iter(self.child_requests))]
+
+    async def expire_requests(
+        self,
+        send_to_child: Callable[[list[JSONObject]], Awaitable[bool]],
+        reply: Callable[[JSONObject], Awaitable[bool]],
+        client: MessageChannel,
+    ) -> None:
+        """Answer requests still in flight after ``request_timeout`` with ``-32001``; run it only then.
+
+        They are cancelled at the child (``notifications/cancelled``, as the stdio binding asks)
+        through ``send_to_child``; the child's late reply, if any, is then dropped. The answer
+        goes through ``reply``; ``client`` is named in the log.
+        """
+        timeout = self.request_timeout
+        while True:
+            while not self._deadlines:
+                self._deadline_added = trio.Event()
+                await self._deadline_added.wait()
+            deadline, request_id, token = self._deadlines[0]
+            await trio.sleep_until(deadline)
+            self._deadlines.popleft()
+            if not self.in_flight.is_open(request_id, token):
+                continue
+            self.in_flight.cancel(request_id)
+            self.check_idle()
+            logger.info("%s: request %r timed out after %gs", client.peer, request_id, timeout)
+            await send_to_child(
+                [
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": f"timed out after {timeout:g}s"},
+                    }
+                ]
+            )
+            await reply(
+                error_response(
+                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                )
+            )

@@ -1,0 +1,182 @@
+"""The client → child direction of a relay: read the client, answer what is bad, forward the rest.
+
+Bad client input is answered (``-32700``/``-32600``) and never reaches the child; requests are
+refused here when the bridge is stopping, when the id is already in flight or when too many are;
+the client's answers reach the child only for requests the child sent (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from channels import (
+    INVALID_REQUEST,
+    JSONObject,
+    Kind,
+    MessageChannel,
+    MessageTooLarge,
+    ProtocolError,
+    is_request_id,
+    kind,
+    receive_batch,
+)
+
+from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response, too_many_requests
+from .._limits import Limits
+from .ending import CLIENT_DONE, CLIENT_GONE, Ending
+from .inflight import DuplicateRequest, InFlight, TooManyRequests
+from .writers import BATCH
+
+logger = logging.getLogger("bridge.relay")
+
+
+@attrs.define(eq=False)
+class ToChild:
+    """Moves one client's messages to its child until the client ends or must be ended.
+
+    Args:
+        client: the client's channel, read here (the relay's owner closes it).
+        limits: bounds and timeouts.
+        stopping: set when a graceful stop begins: new requests are refused.
+        in_flight: the client's requests awaiting a reply (read for cancellations).
+        child_requests: the child's requests to the client not answered yet.
+        opened: books a forwarded request (:meth:`Ledger.opened`).
+        check_idle: wakes those waiting for no request in flight, if none is.
+        wait_idle: returns once no request is in flight.
+        ended: set once the connection has an ending.
+        end: records why the connection ended (the first call wins).
+        reply: sends the client one reply written by the bridge.
+        send_to_child: writes to the child; False if its stdin is closed.
+    """
+
+    client: MessageChannel
+    limits: Limits
+    stopping: trio.Event
+    _in_flight: InFlight
+    _child_requests: dict[Any, None]
+    _opened: Callable[[Any], None]
+    _check_idle: Callable[[], None]
+    _wait_idle: Callable[[], Awaitable[None]]
+    _ended: trio.Event
+    _end: Callable[[Ending], None]
+    _reply: Callable[[JSONObject], Awaitable[bool]]
+    _send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]
+
+    async def run(self) -> None:
+        """Pump until the client's end of input, a failure, or a reason to end the connection."""
+        consecutive_errors = 0
+        while True:
+            try:
+                items = await receive_batch(self.client, BATCH)
+            except trio.EndOfChannel:
+                await self._half_closed()
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._end(CLIENT_GONE)
+                return
+            forward: list[JSONObject] = []
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    consecutive_errors += 1
+                    if not await self._answer_bad_input(item, consecutive_errors):
+                        return
+                    continue
+                consecutive_errors = 0
+                if await self._admit(item):
+                    forward.append(item)
+            if forward and not await self._send_to_child(forward):
+                await self._child_input_closed()
+                return
+
+    async def _answer_bad_input(self, error: ProtocolError, count: int) -> bool:
+        """Answer one bad message; False when the connection must end because of it."""
+        await self._reply(bad_input_reply(error))
+        logger.info("%s: %s", self.client.peer, error)
+        if isinstance(error, MessageTooLarge):
+            # The rest of that line is skipped, but a peer that sends one is not trusted to frame.
+            self._end(Ending("client sent an over-long message", "message-too-large", INVALID_REQUEST))
+            return False
+        if count >= self.limits.max_consecutive_errors:
+            self._end(
+                Ending(
+                    f"client sent {count} invalid messages in a row",
+                    "too-many-invalid-messages",
+                    INVALID_REQUEST,
+                )
+            )
+            return False
+        return True
+
+    async def _admit(self, message: JSONObject) -> bool:
+        """Book-keep one valid client message; False if it is answered here instead of forwarded."""
+        message_kind = kind(message)
+        if message_kind is Kind.REQUEST:
+            request_id = message["id"]
+            if self.stopping.is_set():
+                await self._reply(
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "shutting-down",
+                        detail="the bridge is stopping",
+                    )
+                )
+                return False
+            try:
+                self._opened(request_id)
+            except DuplicateRequest:
+                await self._reply(
+                    error_response(
+                        request_id,
+                        INVALID_REQUEST,
+                        "Invalid Request",
+                        "duplicate-id",
+                        detail="this id is already in flight",
+                    )
+                )
+                return False
+            except TooManyRequests:
+                await self._reply(too_many_requests(request_id, self.limits.max_in_flight))
+                return False
+            return True
+        if message_kind is Kind.NOTIFICATION:
+            if message["method"] == "notifications/cancelled":
+                params = message.get("params")
+                cancelled = params.get("requestId") if isinstance(params, dict) else None
+                if is_request_id(cancelled) and self._in_flight.cancel(cancelled):
+                    self._check_idle()
+            return True
+        # A response: only to a request the child sent to this client.
+        if message["id"] in self._child_requests:
+            del self._child_requests[message["id"]]
+            return True
+        logger.debug(
+            "%s: dropped a response to no request of the child: id %r", self.client.peer, message["id"]
+        )
+        return False
+
+    async def _half_closed(self) -> None:
+        """The client sent EOF: deliver what is in flight (bounded), then end."""
+        with trio.move_on_after(self.limits.half_close_timeout):
+            await self._wait_idle()
+            self._end(CLIENT_DONE)
+            return
+        self._end(
+            Ending(
+                f"client's requests were unanswered {self.limits.half_close_timeout}s "
+                "after it closed its end",
+                "half-close-timeout",
+            )
+        )
+
+    async def _child_input_closed(self) -> None:
+        # Usually the child has exited and ToClient.watch_child is about to say so with its status.
+        with trio.move_on_after(self.limits.exit_drain_timeout + 0.5):
+            await self._ended.wait()
+        self._end(Ending("child closed its stdin", "child-exited"))

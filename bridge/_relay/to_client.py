@@ -1,0 +1,160 @@
+"""The child → client direction of a relay: read the child, deliver its messages, watch it exit.
+
+Replies reach the client only for requests in flight, each exactly once: a reply is marked
+answered only after it was written. Junk on the child's stdout is logged and dropped; an over-long
+reply is answered with ``-31001`` for its request (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
+
+from .._child.process import ChildProcess, describe_exit
+from .._errors import REPLY_TOO_LARGE, error_response
+from .._limits import Limits
+from .ending import Ending
+from .inflight import InFlight
+from .writers import BATCH
+
+logger = logging.getLogger("bridge.relay")
+
+
+@attrs.define(eq=False)
+class ToClient:
+    """Moves one child's messages to its client until the child's output ends.
+
+    Args:
+        child: the child serving only this client; read here (its owner stops it).
+        client: the client's channel, named in the log (written through ``send_to_client``).
+        limits: bounds and timeouts.
+        in_flight: the client's requests awaiting a reply (closed here as replies go out).
+        remember_child_request: notes a request of the child, which the client may answer.
+        check_idle: wakes those waiting for no request in flight, if none is.
+        end: records why the connection ended (the first call wins).
+        send_to_client: writes to the client; False if it is gone or was given up on.
+    """
+
+    child: ChildProcess
+    client: MessageChannel
+    limits: Limits
+    _in_flight: InFlight
+    _remember_child_request: Callable[[Any], None]
+    _check_idle: Callable[[], None]
+    _end: Callable[[Ending], None]
+    _send_to_client: Callable[[list[JSONObject]], Awaitable[bool]]
+    _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    async def run(self) -> None:
+        """Pump until the child's stdout ends, the client cannot be written to, or must be ended."""
+        channel = self.child.channel
+        while True:
+            try:
+                items = await receive_batch(channel, BATCH)
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._child_eof.set()
+                return
+            out: list[JSONObject] = []
+            answered: list[Any] = []
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    if not self._child_sent_bad_output(item, out, answered):
+                        break
+                    continue
+                message_kind = kind(item)
+                if message_kind is Kind.RESPONSE:
+                    request_id = item["id"]
+                    if request_id is None:
+                        out.append(item)  # an error the child could not attribute
+                    elif request_id in self._in_flight:
+                        out.append(item)
+                        answered.append(request_id)
+                    else:
+                        self._in_flight.close(request_id)
+                        logger.debug(
+                            "%s: dropped the child's reply to no request in flight: id %r",
+                            self.client.peer,
+                            request_id,
+                        )
+                    continue
+                if message_kind is Kind.REQUEST:
+                    self._remember_child_request(item["id"])
+                out.append(item)
+            if not out:
+                continue
+            # Deliver first, then mark answered: a write that fails or is cancelled leaves the
+            # requests in flight, to be answered by the bridge: never twice, never not at all.
+            if not await self._send_to_client(out):
+                return
+            for request_id in answered:
+                self._in_flight.close(request_id)
+            self._check_idle()
+
+    def _child_sent_bad_output(
+        self, error: ProtocolError, out: list[JSONObject], answered: list[Any]
+    ) -> bool:
+        """Deal with one bad line from the child; False if the connection must end because of it."""
+        if not isinstance(error, MessageTooLarge):
+            self.child.note_garbage(error)
+            return True
+        limit = error.limit
+        request_id = error.request_id
+        if request_id is not None and request_id in self._in_flight:
+            logger.warning(
+                "[%s pid %d] reply to %r is larger than %d bytes; answering with an error",
+                self.child.spec.name,
+                self.child.pid,
+                request_id,
+                limit,
+            )
+            out.append(
+                error_response(request_id, REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=limit)
+            )
+            answered.append(request_id)
+            return True
+        # A message that cannot be attributed may have been any request's reply; the only way to
+        # keep "every request gets exactly one reply" is to end the connection and answer them all.
+        self._end(
+            Ending(
+                f"child wrote a message larger than {limit} bytes that could not be attributed to a request",
+                "reply-too-large",
+                REPLY_TOO_LARGE,
+                {"limit": limit},
+            )
+        )
+        return False
+
+    async def watch_child(self) -> None:
+        """End the connection when the child exits or closes its stdout.
+
+        What the child wrote last is read first, for a bounded time: a grandchild may keep stdout
+        open.
+        """
+        async with trio.open_nursery() as either:
+
+            async def exited() -> None:
+                await self.child.wait()
+                either.cancel_scope.cancel()
+
+            async def closed_stdout() -> None:
+                await self._child_eof.wait()
+                either.cancel_scope.cancel()
+
+            either.start_soon(exited)
+            either.start_soon(closed_stdout)
+        with trio.move_on_after(self.limits.exit_drain_timeout):
+            await self._child_eof.wait()
+            await self.child.wait()
+        returncode = self.child.returncode
+        if returncode is None:
+            self._end(Ending("child closed its stdout", "child-exited"))
+        else:
+            self._end(
+                Ending(f"child {describe_exit(returncode)}", "child-exited", data={"returncode": returncode})
+            )
