@@ -12,10 +12,11 @@ from channels import ConnectOptions, CredentialError, client_token_from_env, cli
 from .._errors import ConfigError
 from .arguments import add_common, duration, size
 
-CONNECT_EPILOG = """\
-examples:
+# A raw string, printed as written (RawDescriptionHelpFormatter).
+CONNECT_EPILOG = r"""examples:
   mcp-bridge connect unix:/run/mcp.sock
   mcp-bridge connect tcp:127.0.0.1:7300
+  mcp-bridge connect http://127.0.0.1:7302/mcp
   mcp-bridge connect wss://mcp.example:7301/mcp --token-file ~/.config/mcp/token
 
 stdin and stdout speak newline-delimited JSON-RPC, exactly like a stdio MCP server;
@@ -32,7 +33,8 @@ def connect_parser() -> argparse.ArgumentParser:
     """The parser of ``mcp-bridge connect ADDRESS``."""
     parser = argparse.ArgumentParser(
         prog="mcp-bridge connect",
-        description="Relay stdin/stdout to a bridge, so a stdio-only MCP client can use it.",
+        description="Relay stdin/stdout to a bridge on a Unix socket, TCP, TLS or WebSocket, or to any MCP\n"
+        "server over Streamable HTTP, so that a stdio-only MCP client can use it.",
         epilog=CONNECT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,10 +54,14 @@ def connect_parser() -> argparse.ArgumentParser:
         "--token-env", metavar="NAME", help="present the bearer token in this environment variable"
     )
     parser.add_argument(
-        "--tls-ca", metavar="PATH", help="tls: and wss://: trust these CAs (PEM) instead of the system's"
+        "--tls-ca",
+        metavar="PATH",
+        help="tls:, wss:// and https://: trust these CAs (PEM) instead of the system's",
     )
     parser.add_argument(
-        "--tls-cert", metavar="PATH", help="tls: and wss://: present this client certificate (PEM; mTLS)"
+        "--tls-cert",
+        metavar="PATH",
+        help="tls:, wss:// and https://: present this client certificate (PEM; mTLS)",
     )
     parser.add_argument("--tls-key", metavar="PATH", help="the client certificate's key (PEM)")
     parser.add_argument(

@@ -18,11 +18,13 @@ from .._limits import Limits
 from .arguments import add_common, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
 
-SERVE_EPILOG = """\
-examples:
+# A raw string, printed as written (RawDescriptionHelpFormatter): the "\" ending a line is the
+# shell's, and the line after it lines up under the first option.
+SERVE_EPILOG = r"""examples:
   mcp-bridge --listen unix:/run/mcp.sock -- npx -y @modelcontextprotocol/server-everything
   mcp-bridge --listen unix:/tmp/mcp.sock --listen tcp:127.0.0.1:7300 -- python3 server.py
   mcp-bridge --listen ws://127.0.0.1:7301/mcp -- python3 server.py
+  mcp-bridge --listen http://127.0.0.1:7302/mcp -- python3 server.py
   mcp-bridge --listen wss://0.0.0.0:7301/mcp --tls-cert cert.pem --tls-key key.pem \
              --token-file /etc/mcp-bridge/tokens -- python3 server.py
   mcp-bridge connect unix:/tmp/mcp.sock          # from any stdio MCP client
@@ -50,7 +52,8 @@ def serve_parser() -> argparse.ArgumentParser:
         usage="mcp-bridge [serve] --listen ADDRESS [--listen ADDRESS ...] [options] -- COMMAND [ARGS...]\n"
         "       mcp-bridge [serve] --config FILE [options]\n"
         "       mcp-bridge check-config FILE",
-        description="Launch a stdio MCP server and serve it on Unix sockets, TCP, TLS and WebSocket.",
+        description="Launch a stdio MCP server and serve it to many clients on Unix sockets, TCP, TLS,\n"
+        "WebSocket and Streamable HTTP.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -192,7 +195,7 @@ def _add_credentials(security: Group) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="network listeners (tcp:, tls:, ws://, wss://) require a bearer "
+        help="network listeners (tcp:, tls:, ws://, wss://, http://, https://) require a bearer "
         "token from this file (one per line; repeatable, so tokens can "
         "be rotated; the file must not be readable by others)",
     )
@@ -211,7 +214,7 @@ def _add_credentials(security: Group) -> None:
         help="... or from this systemd credential (LoadCredential=NAME:...)",
     )
     security.add_argument(
-        "--tls-cert", metavar="PATH", help="certificate chain (PEM) for tls: and wss:// listeners"
+        "--tls-cert", metavar="PATH", help="certificate chain (PEM) for tls:, wss:// and https:// listeners"
     )
     security.add_argument("--tls-key", metavar="PATH", help="its private key (PEM)")
     security.add_argument(

@@ -7,6 +7,7 @@ Exit codes (``--help``): 0 stopped cleanly, 1 runtime failure, 2 usage error, 69
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -18,11 +19,14 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import ModuleType
 
 import attrs
 import pytest
 import trio
 from commands import run_bridge
+
+from bridge._cli import connect_parser, serve_parser
 
 from conftest import (
     REPO,
@@ -161,6 +165,50 @@ async def test_connect_help_shows_examples_and_exit_codes() -> None:
     assert text.startswith("usage: mcp-bridge connect")
     assert "examples:" in text and "mcp-bridge connect tcp:127.0.0.1:7300" in text
     assert "exit codes:" in text and "69 cannot connect" in text and "78 bad address" in text
+
+
+# What the bridge serves today: --help names each of them (issue 14).
+TRANSPORTS = ("Unix socket", "TCP", "TLS", "WebSocket", "Streamable HTTP")
+
+
+def examples_as_written(module: ModuleType, constant: str) -> list[str]:
+    """The example lines of an epilog as its source file spells them, from ``examples:`` to the blank line."""
+    assert module.__file__ is not None
+    lines = Path(module.__file__).read_text().split(f"{constant} = ", 1)[1].splitlines()
+    start = next(index for index, line in enumerate(lines) if line.endswith("examples:")) + 1
+    return lines[start : lines.index("", start)]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "module", "constant"),
+    [((), serve_parser, "SERVE_EPILOG"), (("connect",), connect_parser, "CONNECT_EPILOG")],
+    ids=["serve", "connect"],
+)
+async def test_the_help_names_every_transport_and_its_examples_print_as_written(
+    prefix: tuple[str, ...], module: ModuleType, constant: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge(*prefix, "--help")
+    assert result.returncode == EXIT_OK
+    text = result.stdout.decode()
+    description = text.split("\n\n")[1]
+    for transport in TRANSPORTS:
+        assert transport in description, f"the description does not name {transport}: {description!r}"
+    examples = examples_as_written(module, constant)
+    assert len(examples) >= 3 and all(
+        line.startswith("  mcp-bridge ") or line.startswith("   ") for line in examples
+    )
+    printed = text.splitlines()
+    assert examples[0] in printed
+    start = printed.index(examples[0])
+    assert printed[start : start + len(examples)] == examples
+    for line, following in itertools.pairwise(examples):
+        if line.endswith(" \\"):  # a shell continuation: the next line lines up under the first option
+            first_option = line.index("mcp-bridge ") + len("mcp-bridge ")
+            assert len(following) - len(following.lstrip(" ")) == first_option, (line, following)
+    for line in examples:
+        command = line.strip().partition(" #")[0].rstrip()
+        assert "  " not in command, f"stray spaces inside {line!r}"
 
 
 @pytest.mark.parametrize("prefix", [(), ("connect",)], ids=["serve", "connect"])
