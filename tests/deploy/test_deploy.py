@@ -662,11 +662,9 @@ def test_every_file_the_dockerfile_copies_exists_in_the_build_context_its_ignore
 def test_the_dockerfile_copies_all_that_pyproject_needs_to_build_the_package() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     sources = {source.rstrip("/") for source in copied_sources()}
-    needed_paths = {
-        "pyproject.toml",
-        project["project"]["readme"],
-        *project["tool"]["setuptools"]["packages"],
-    }
+    # The packages are found by pattern (`bridge*`, `channels*`: each top folder and its rooms).
+    patterns = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    needed_paths = {"pyproject.toml", project["project"]["readme"], *(p.rstrip("*") for p in patterns)}
     assert needed_paths <= sources, f"missing from the image: {sorted(needed_paths - sources)}"
     instructions = dockerfile_instructions()
     assert ("RUN", "pip install --no-cache-dir . && rm -rf /tmp/mcp-bridge") in instructions
