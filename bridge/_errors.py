@@ -126,7 +126,7 @@ class ConfigError(BridgeError):
     """The configuration or command line cannot work; the message names the setting and the fix.
 
     Raised while the command line is turned into a configuration; the CLI then exits with
-    :data:`bridge._cli.main.EXIT_CONFIG` (78, ``EX_CONFIG``).
+    :data:`bridge._cli.exits.EXIT_CONFIG` (78, ``EX_CONFIG``).
     """
 
 
