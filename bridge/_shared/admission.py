@@ -1,0 +1,170 @@
+"""Admission to the shared child: what a valid client message becomes there, and for how long.
+
+A request is refused here when the bridge is stopping, when its id is already in flight for that
+client or when the client has too many; a legacy client's ``initialize`` after the first is
+answered from the cached handshake; a request that arrives while the child restarts waits up to
+``CHILD_READY_TIMEOUT`` for it. A request admitted gets a wire id (the router's) and, with a
+request timeout, a deadline: :meth:`Admission.expire_requests` answers it with ``-32001`` when
+the deadline passes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+
+from channels import INVALID_REQUEST, JSONObject, Kind, kind
+
+from .._errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, error_response, too_many_requests
+from .._limits import Limits
+from .._relay.inflight import DuplicateRequest, TooManyRequests
+from .clients import Client
+from .handshake import Handshake
+from .router import ClientKey, Router
+
+logger = logging.getLogger("bridge.shared")
+
+# Requests that arrive while the child restarts wait this long for it (a Python server starts in
+# well under a second; backoff adds at most 30 s, but a client should hear back sooner than that).
+CHILD_READY_TIMEOUT = 10.0
+
+
+@attrs.define(eq=False)
+class Admission:
+    """Admits valid client messages to the shared child, and expires requests kept there too long.
+
+    The child's side says when the child is ready (:meth:`child_ready`) and when it is gone
+    (:meth:`child_gone`); requests wait for the next one in between.
+
+    Args:
+        name: the child's name, for the log.
+        limits: bounds and timeouts (``max_in_flight``, ``request_timeout``).
+        stopping: the daemon's graceful-stop event (new requests are refused once it is set).
+        router: where requests get their wire ids.
+        handshake: the legacy handshake the bridge owns.
+        deliver: queues a message for a client.
+    """
+
+    name: str
+    limits: Limits
+    stopping: trio.Event
+    _router: Router
+    _handshake: Handshake
+    _deliver: Callable[[ClientKey, JSONObject, int], None]
+    _ready: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # (deadline, wire id) of requests at the child, in admission order (one timeout for all, so
+    # also deadline order); wire ids are never reused, so a stale entry is simply not found.
+    _deadlines: deque[tuple[float, int]] = attrs.field(init=False, factory=deque)
+    _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    def child_ready(self) -> None:
+        """A child is serving: requests go to it."""
+        self._ready.set()
+
+    def child_gone(self) -> None:
+        """The child is gone: requests wait for the next one."""
+        self._ready = trio.Event()
+
+    async def admit(self, client: Client, message: JSONObject) -> JSONObject | None:
+        """The child's copy of a client message, or None if it is answered or dropped here."""
+        message_kind = kind(message)
+        if message_kind is Kind.NOTIFICATION:
+            method = message["method"]
+            if method == "notifications/cancelled":
+                return self._router.client_cancel(client.key, message)
+            if method == "notifications/initialized":
+                if self._handshake.initialized_sent:
+                    return None  # the child was initialized once; later clients' are swallowed
+                self._handshake.initialized_sent = True
+            return message
+        if message_kind is Kind.RESPONSE:
+            return self._router.client_response(client.key, message)
+        request_id = message["id"]
+        if self.stopping.is_set():
+            self._deliver(
+                client.key,
+                error_response(request_id, CONNECTION_CLOSED, "Connection closed", "shutting-down"),
+                256,
+            )
+            return None
+        if message["method"] == "initialize":
+            client.legacy = True
+            if self._handshake.result is not None or self._handshake.wire_id is not None:
+                await self._handshake.answer(client.key, request_id)
+                return None
+        if not self._ready.is_set():
+            with trio.move_on_after(CHILD_READY_TIMEOUT):
+                await self._ready.wait()
+            if not self._ready.is_set():
+                self._deliver(
+                    client.key,
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "child-restarting",
+                        detail=f"the shared child was not back within {CHILD_READY_TIMEOUT:g}s",
+                    ),
+                    256,
+                )
+                return None
+        try:
+            routed = self._router.client_request(client.key, message)
+        except DuplicateRequest:
+            self._deliver(
+                client.key,
+                error_response(request_id, INVALID_REQUEST, "Invalid Request", "duplicate-id"),
+                256,
+            )
+            return None
+        except TooManyRequests:
+            self._deliver(client.key, too_many_requests(request_id, self.limits.max_in_flight), 256)
+            return None
+        if message["method"] == "initialize":
+            self._handshake.wire_id = routed["id"]
+            self._handshake.params = message.get("params")
+        if self.limits.request_timeout is not None:
+            self._deadlines.append((trio.current_time() + self.limits.request_timeout, routed["id"]))
+            self._deadline_added.set()
+        return routed
+
+    async def expire_requests(
+        self, timeout: float, send_to_child: Callable[[Sequence[JSONObject]], Awaitable[bool]]
+    ) -> None:
+        """Expire requests still at the child after ``timeout``; run it only with a timeout.
+
+        Their client gets ``-32001`` and the child ``notifications/cancelled`` (through
+        ``send_to_child``); a late reply is then dropped.
+        """
+        while True:
+            while not self._deadlines:
+                self._deadline_added = trio.Event()
+                await self._deadline_added.wait()
+            deadline, wire = self._deadlines[0]
+            await trio.sleep_until(deadline)
+            self._deadlines.popleft()
+            owner = self._router.take(wire)
+            if owner is None:
+                continue  # answered, cancelled, or its client left
+            client_key, request_id = owner
+            logger.info("[%s] request %r timed out after %gs", self.name, request_id, timeout)
+            await send_to_child(
+                [
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": wire, "reason": f"timed out after {timeout:g}s"},
+                    }
+                ]
+            )
+            self._deliver(
+                client_key,
+                error_response(
+                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                ),
+                256,
+            )

@@ -1,0 +1,203 @@
+"""The clients' side of shared mode: one client's queue and writer, its reader and its bad input.
+
+Each client has its own queue; nothing that routes a message for a client ever waits for it:
+:meth:`Clients.deliver` queues without waiting, and a client whose queue overflows is disconnected
+(``client-too-slow``), so that nobody else is slowed down. :class:`ClientReader` reads one client,
+answers what is bad and forwards what was admitted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+
+from channels import (
+    INVALID_REQUEST,
+    JSONObject,
+    MessageChannel,
+    MessageTooLarge,
+    ProtocolError,
+    SendTimeout,
+    receive_batch,
+)
+
+from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response
+from .._limits import Limits
+from .._relay.relay import BATCH
+from .router import ClientKey, Router
+
+logger = logging.getLogger("bridge.shared")
+
+
+@attrs.define(eq=False)
+class Client:
+    """One client of the shared child: its channel, its queue and why it ended.
+
+    ``scope`` is cancelled to disconnect it; its ``serve`` call owns the channel.
+    """
+
+    key: ClientKey
+    channel: MessageChannel
+    legacy: bool = False
+    outbox: deque[tuple[JSONObject, int]] = attrs.field(factory=deque)
+    outbox_bytes: int = 0
+    wake: trio.Event = attrs.field(factory=trio.Event)  # the writer: something to send
+    changed: trio.Event = attrs.field(factory=trio.Event)  # drains: a reply queued, or sent
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    ending: str | None = None
+    drained: bool = False
+    sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
+
+    @property
+    def unsent(self) -> bool:
+        """Messages queued for this client, or taken by its writer and still being written."""
+        return bool(self.outbox) or self.sending
+
+
+@attrs.define(eq=False)
+class Clients:
+    """Every client of the shared child, by key: what is queued for each, and its writer.
+
+    Args:
+        limits: bounds and timeouts (``client_queue``, ``client_queue_bytes``, ``send_timeout``).
+        router: whose requests are in flight (to answer them when a client is failed).
+
+    Attributes:
+        by_key: the clients being served; their ``serve`` calls add and remove them.
+    """
+
+    limits: Limits
+    _router: Router
+    by_key: dict[ClientKey, Client] = attrs.field(init=False, factory=dict)
+
+    def deliver(self, client_key: ClientKey, message: JSONObject, size: int) -> None:
+        """Queue a message for a client without waiting.
+
+        A client whose queue overflows is disconnected, so that the child's reader never waits for
+        anyone.
+        """
+        client = self.by_key.get(client_key)
+        if client is None or client.ending is not None:
+            return
+        # The byte limit bounds what was already waiting: a single message larger than it (up to
+        # --max-child-message) still reaches a client that keeps up.
+        waiting_bytes = client.outbox_bytes
+        client.outbox.append((message, size))
+        client.outbox_bytes += size
+        client.wake.set()
+        client.changed.set()
+        if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
+            self.drop(
+                client,
+                "client-too-slow",
+                f"its queue passed {self.limits.client_queue} messages or "
+                f"{self.limits.client_queue_bytes} bytes",
+            )
+
+    def drop(self, client: Client, reason: str, detail: str) -> None:
+        """Disconnect a client, for ``reason`` (the first one given stays)."""
+        if client.ending is None:
+            client.ending = reason
+            logger.warning("%s: disconnected: %s", client.channel.peer, detail)
+            client.scope.cancel()
+
+    def end_legacy(self, detail: str) -> None:
+        """Disconnect every legacy client: the handshake they share could not be replayed."""
+        for client in list(self.by_key.values()):
+            if client.legacy:
+                self.drop(client, "handshake-replay-failed", detail)
+
+    def fail(self, client_key: ClientKey, reason: str, code: int = CONNECTION_CLOSED) -> None:
+        """Answer a client's requests in flight with ``code``; later replies are dropped."""
+        for request_id in self._router.take_client(client_key):
+            self.deliver(client_key, error_response(request_id, code, "Connection closed", reason), 256)
+
+    async def write(self, client: Client) -> None:
+        """Write what is queued for ``client`` until it is gone or too slow."""
+        while True:
+            while not client.outbox:
+                client.wake = trio.Event()
+                await client.wake.wait()
+            batch = [message for message, _ in client.outbox]
+            client.outbox.clear()
+            client.outbox_bytes = 0
+            client.sending = True
+            try:
+                await client.channel.send_many(batch)
+            except SendTimeout:
+                self.drop(client, "client-too-slow", f"it read nothing for {self.limits.send_timeout}s")
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.drop(client, "client-disconnected", "connection lost")
+                return
+            finally:
+                client.sending = False
+            client.changed.set()
+
+
+@attrs.define(eq=False)
+class ClientReader:
+    """Reads one client at a time: bad input is answered, admitted messages go to the child.
+
+    Args:
+        limits: bounds and timeouts (``max_consecutive_errors``, ``send_timeout``).
+        admit: the child's copy of a valid client message, or None if it was answered or dropped.
+        send_to_child_checked: forwards admitted messages; requests that cannot reach the child
+            are answered.
+        deliver: queues a message for a client.
+        drop: disconnects a client.
+        fail: answers a client's requests in flight.
+    """
+
+    limits: Limits
+    _admit: Callable[[Client, JSONObject], Awaitable[JSONObject | None]]
+    _send_to_child_checked: Callable[[Sequence[JSONObject]], Awaitable[None]]
+    _deliver: Callable[[ClientKey, JSONObject, int], None]
+    _drop: Callable[[Client, str, str], None]
+    _fail: Callable[[ClientKey, str, int], None]
+
+    async def read(self, client: Client) -> None:
+        """Read ``client`` until its end of input, a failure, or too much bad input."""
+        consecutive_errors = 0
+        while True:
+            try:
+                items = await receive_batch(client.channel, BATCH)
+            except trio.EndOfChannel:
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._drop(client, "client-disconnected", "connection lost")
+                return
+            forward: list[JSONObject] = []
+            for item in items:
+                if isinstance(item, ProtocolError):
+                    consecutive_errors += 1
+                    self._answer_bad_input(client, item)
+                    if (
+                        isinstance(item, MessageTooLarge)
+                        or consecutive_errors >= self.limits.max_consecutive_errors
+                    ):
+                        await self._send_to_child_checked(forward)
+                        await self._flush_and_drop(client, item)
+                        return
+                    continue
+                consecutive_errors = 0
+                routed = await self._admit(client, item)
+                if routed is not None:
+                    forward.append(routed)
+            await self._send_to_child_checked(forward)
+
+    async def _flush_and_drop(self, client: Client, error: ProtocolError) -> None:
+        reason = "message-too-large" if isinstance(error, MessageTooLarge) else "too-many-invalid-messages"
+        self._fail(client.key, reason, INVALID_REQUEST)  # as the per-connection relay does
+        with trio.move_on_after(self.limits.send_timeout):
+            while client.unsent:
+                client.changed = trio.Event()
+                await client.changed.wait()
+        self._drop(client, reason, str(error))
+
+    def _answer_bad_input(self, client: Client, error: ProtocolError) -> None:
+        self._deliver(client.key, bad_input_reply(error), 256)

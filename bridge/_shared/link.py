@@ -1,0 +1,268 @@
+"""The child's side of shared mode: writing to the current child, reading it, routing what it says.
+
+The supervisor hands each child it starts to :meth:`ChildLink.serve`. Routing is the router's;
+this module applies the policies to what the child writes:
+
+* replies go to the client whose request they answer (over-long ones are answered with
+  ``-31001``);
+* requests from the child (legacy sampling, roots, elicitation, ping) go to the only client with
+  requests in flight; if there is none or more than one, the child gets an error reply
+  (``-32601``, ``data.reason`` ``no-client-to-route-to``);
+* progress by token and subscription notifications by id go to their owner only;
+  ``notifications/message`` to the only client with requests in flight, else to every legacy
+  client; anything else (list changes, resource updates) to every legacy client;
+* when the child exits, every request in flight gets ``-32000`` (``child-exited``).
+
+Nothing here waits for a client: messages for clients are queued by ``deliver``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from channels import JSONObject, Kind, MessageTooLarge, ProtocolError, kind
+
+from .._child.process import ChildProcess, describe_exit
+from .._errors import CONNECTION_CLOSED, REPLY_TOO_LARGE, error_response
+from .._limits import Limits
+from .clients import Client
+from .handshake import REPLAY_ID, Handshake
+from .router import ClientKey, Router
+
+logger = logging.getLogger("bridge.shared")
+
+METHOD_NOT_FOUND = -32601
+
+
+@attrs.define(eq=False)
+class ChildLink:
+    """The shared child as the clients reach it: one child at a time, restarted by the supervisor.
+
+    Args:
+        name: the child's name, for the log.
+        limits: bounds and timeouts (``exit_drain_timeout``).
+        router: routing of ids, progress tokens, cancellations and subscriptions.
+        clients: the clients being served, by key (the legacy ones get session-wide messages).
+        deliver: queues a message for a client.
+        end_legacy_clients: disconnects every legacy client, with a reason.
+        handshake: the legacy handshake the bridge owns (replayed to a restarted child).
+        child_ready: called once a child serves (after the handshake's replay, if any).
+        child_gone: called when it stops serving.
+        done: set when every client is gone: the child is served no longer.
+    """
+
+    name: str
+    limits: Limits
+    _router: Router
+    _clients: dict[ClientKey, Client]
+    _deliver: Callable[[ClientKey, JSONObject, int], None]
+    _end_legacy_clients: Callable[[str], None]
+    _handshake: Handshake
+    _child_ready: Callable[[], None]
+    _child_gone: Callable[[], None]
+    _done: trio.Event
+    _child: ChildProcess | None = attrs.field(init=False, default=None)
+    _child_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    # Refusals of the child's requests that nobody can answer: the child's reader collects them
+    # and writes them after each batch, so that routing itself never waits on the child's stdin.
+    _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
+
+    @property
+    def child(self) -> ChildProcess | None:
+        """The child serving now, if any."""
+        return self._child
+
+    async def serve(self, child: ChildProcess) -> None:
+        """Serve one child the supervisor started, until its output ends or ``done`` is set."""
+        self._child = child
+        try:
+            if self._handshake.result is not None and not await self._handshake.replay(
+                child, self.read, self.send
+            ):
+                self._end_legacy_clients("the handshake could not be replayed to the restarted child")
+            self._child_ready()
+            async with trio.open_nursery() as serving:
+
+                async def until_stopped() -> None:
+                    await self._done.wait()
+                    serving.cancel_scope.cancel()
+
+                serving.start_soon(until_stopped)
+                await self.read(child)
+                serving.cancel_scope.cancel()
+        finally:
+            self._child = None
+            self._child_gone()
+            with trio.move_on_after(self.limits.exit_drain_timeout):
+                await child.wait()
+            what = describe_exit(child.returncode) if child.returncode is not None else "closed its stdout"
+            for client_key, request_id in self._router.fail_all():
+                self._deliver(
+                    client_key,
+                    error_response(
+                        request_id,
+                        CONNECTION_CLOSED,
+                        "Connection closed",
+                        "child-exited",
+                        detail=f"the shared child {what}",
+                        **({"returncode": child.returncode} if child.returncode is not None else {}),
+                    ),
+                    256,
+                )
+            self._handshake.wire_id = None
+
+    # -- reading the child -----------------------------------------------------------------------
+
+    async def read(self, child: ChildProcess) -> None:
+        """Read and route what ``child`` writes, until its output ends or cannot be trusted."""
+        channel = child.channel
+        while True:
+            try:
+                message = await channel.receive()
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            except ProtocolError as exc:
+                if not self._bad_child_line(child, exc):
+                    return
+                continue
+            self._route(message, channel.last_message_bytes)
+            while True:  # whatever else is buffered, without a trip through the scheduler
+                try:
+                    message = channel.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+                except ProtocolError as exc:
+                    if not self._bad_child_line(child, exc):
+                        return
+                    continue
+                self._route(message, channel.last_message_bytes)
+            await self._flush_child_requests()
+
+    def _bad_child_line(self, child: ChildProcess, error: ProtocolError) -> bool:
+        """Deal with one bad line from the child; False if its output cannot be trusted any more.
+
+        Junk is counted and dropped; an over-long reply is answered for its request. On False this
+        child's run ends, and every request in flight is answered.
+        """
+        if isinstance(error, MessageTooLarge):
+            return self._reply_too_large(error)
+        child.note_garbage(error)
+        return True
+
+    def _reply_too_large(self, error: MessageTooLarge) -> bool:
+        if type(error.request_id) is not int:
+            logger.error(
+                "[%s] the shared child wrote a message over %d bytes naming no request; restarting it",
+                self.name,
+                error.limit,
+            )
+            return False
+        routed = self._router.child_response({"jsonrpc": "2.0", "id": error.request_id, "result": None})
+        if routed is not None:
+            client_key, reply = routed
+            self._deliver(
+                client_key,
+                error_response(
+                    reply["id"], REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=error.limit
+                ),
+                256,
+            )
+        return True
+
+    async def _flush_child_requests(self) -> None:
+        if self._refusals:
+            refusals, self._refusals = self._refusals, []
+            await self.send(refusals)
+
+    def _route(self, message: JSONObject, size: int) -> None:
+        message_kind = kind(message)
+        if message_kind is Kind.RESPONSE:
+            request_id = message["id"]
+            if request_id == REPLAY_ID:
+                self._handshake.replay_answered(message)
+                return
+            if request_id is not None and request_id == self._handshake.wire_id:
+                self._handshake.answered(message)
+            routed = self._router.child_response(message)
+            if routed is not None:
+                self._deliver(*routed, size)
+            return
+        if message_kind is Kind.REQUEST:
+            in_flight = self._router.clients_in_flight()
+            if len(in_flight) == 1:
+                target = in_flight[0]
+                self._deliver(target, self._router.child_request(target, message), size)
+            else:
+                self._refusals.append(
+                    error_response(
+                        message["id"],
+                        METHOD_NOT_FOUND,
+                        "No client to route to",
+                        "no-client-to-route-to",
+                        clients_with_requests_in_flight=len(in_flight),
+                    )
+                )
+            return
+        method = message["method"]
+        if method == "notifications/progress":
+            routed = self._router.child_progress(message)
+        elif method == "notifications/cancelled":
+            routed = self._router.child_cancel(message)
+        else:
+            routed = self._router.child_subscription(message)
+            if routed is None and method == "notifications/message":
+                in_flight = self._router.clients_in_flight()
+                if len(in_flight) == 1:
+                    routed = in_flight[0], message
+        if routed is not None:
+            self._deliver(*routed, size)
+        elif method not in ("notifications/progress", "notifications/cancelled"):
+            for client in list(self._clients.values()):
+                if client.legacy:
+                    self._deliver(client.key, message, size)
+
+    # -- writing to the child -------------------------------------------------------------------
+
+    async def send_checked(self, messages: Sequence[JSONObject]) -> None:
+        """Forward routed client messages.
+
+        Requests that cannot reach the child (it is going down) are answered at once, so none waits
+        for a child that will never see it.
+        """
+        if messages and not await self.send(messages):
+            for message in messages:
+                if "method" in message and "id" in message:
+                    taken = self._router.take(message["id"])
+                    if taken is not None:
+                        self._deliver(
+                            taken[0],
+                            error_response(
+                                taken[1],
+                                CONNECTION_CLOSED,
+                                "Connection closed",
+                                "child-exited",
+                                detail="the shared child was going down",
+                            ),
+                            256,
+                        )
+
+    async def send(self, messages: Sequence[JSONObject]) -> bool:
+        """Write to the current child; False if there is none or its stdin is closed."""
+        child = self._child
+        if child is None:
+            return False
+        try:
+            self._child_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._child_lock.acquire()
+        try:
+            await child.channel.send_many(messages)
+            return True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        finally:
+            self._child_lock.release()
