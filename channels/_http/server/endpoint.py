@@ -15,11 +15,14 @@ A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..._core.jsonrpc import JSONObject
+from ..._core.options import HttpOptions
+from ..._core.ticker import Ticker
 from ..._mcp.admission import (
     LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
@@ -40,7 +43,6 @@ from .stream import ResponseStream, StreamStyle, parse_event_id, write_response
 
 if TYPE_CHECKING:
     from .conn import Request
-    from .service import HttpService
 
 logger = logging.getLogger("channels.http")
 
@@ -72,12 +74,16 @@ class McpEndpoint:
     """The endpoint's sessions and methods (see the module docstring).
 
     Args:
-        service: the listener's service (settings, session cap, the bridge's handler).
+        http: the listener's HTTP settings (session cap and idle timeout, event budget, keep-alive).
+        ticker: where responses register their JSON wait's deadline.
+        session_count: the sessions open now on the whole listener, these and the 2024-11-05
+            transport's (they share ``max_sessions``).
     """
 
-    def __init__(self, service: HttpService) -> None:
-        self.service = service
-        self.http = service.http
+    def __init__(self, http: HttpOptions, ticker: Ticker, session_count: Callable[[], int]) -> None:
+        self.http = http
+        self.ticker = ticker
+        self.session_count = session_count
         self.sessions: dict[str, SessionChannel] = {}
         self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
         self._post_header_checks: dict[tuple[tuple[bytes, ...], ...], HttpRefusal | None] = {}
@@ -199,7 +205,7 @@ class McpEndpoint:
         return session
 
     async def _initialize(self, call: HttpCall, message: JSONObject) -> None:
-        if self.service.session_count() >= self.http.max_sessions:
+        if self.session_count() >= self.http.max_sessions:
             raise refuse(
                 503, -32000, "Service Unavailable: too many sessions", "too-many-sessions", message["id"]
             )
@@ -226,7 +232,7 @@ class McpEndpoint:
             priming=resuming,
             retry_ms=RETRY_MS if resuming else None,
             keepalive=self.http.sse_keepalive,
-            ticker=self.service.ticker,
+            ticker=self.ticker,
         )
         await write_response(call.connection, stream, style)
         session.last_active = trio.current_time()
@@ -298,7 +304,7 @@ class McpEndpoint:
             extra_headers=call.cors,
             json_wait=JSON_WAIT,
             keepalive=self.http.sse_keepalive,
-            ticker=self.service.ticker,
+            ticker=self.ticker,
         )
         if not await write_response(call.connection, exchange.stream, style):
             exchange.leave()

@@ -9,11 +9,12 @@ a session id or with a bad body, 404 for an unknown one); everything for the cli
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 import trio
 
+from ..._core.options import HttpOptions
 from ..._mcp.admission import HttpRefusal, parse_body
 from ..sse import encode_event
 from .call import HttpCall, Refused, method_not_allowed, refuse
@@ -21,27 +22,27 @@ from .exchange import SseChannel
 from .session import new_session_id
 from .stream import StreamStyle, write_response
 
-if TYPE_CHECKING:
-    from .service import HttpService
-
 
 class LegacySse:
     """The transport's streams (see the module docstring).
 
     Args:
-        service: the listener's service (settings, the session cap).
+        http: the listener's HTTP settings (the session cap, keep-alive).
         messages_path: where clients POST; named in each stream's ``endpoint`` event.
+        session_count: the sessions open now on the whole listener, these and the Streamable
+            HTTP endpoint's (they share ``max_sessions``).
     """
 
-    def __init__(self, service: HttpService, messages_path: str) -> None:
-        self.service = service
+    def __init__(self, http: HttpOptions, messages_path: str, session_count: Callable[[], int]) -> None:
+        self.http = http
         self.messages_path = messages_path
+        self.session_count = session_count
         self.channels: dict[str, SseChannel] = {}
 
     async def open_stream(self, call: HttpCall) -> None:
         if call.request.method != "GET":
             raise method_not_allowed(b"GET")
-        if self.service.session_count() >= self.service.http.max_sessions:
+        if self.session_count() >= self.http.max_sessions:
             raise refuse(503, -32000, "Service Unavailable: too many sessions", "too-many-sessions")
         channel = SseChannel(new_session_id(), call.peer)
         self.channels[channel.session_id] = channel
@@ -51,7 +52,7 @@ class LegacySse:
         style = StreamStyle(
             extra_headers=call.cors,
             json_allowed=False,
-            keepalive=self.service.http.sse_keepalive,
+            keepalive=self.http.sse_keepalive,
             event="message",
         )
         try:

@@ -92,9 +92,10 @@ class HttpService:
             send_timeout=SEND_TIMEOUT,
             max_body=options.max_message_bytes,
         )
-        self.mcp = McpEndpoint(self)
+        self.ticker = Ticker()
+        self.mcp = McpEndpoint(self.http, self.ticker, self.session_count)
         base = endpoint.path.rstrip("/").rpartition("/")[0]
-        self.legacy = LegacySse(self, messages_path=f"{base}/messages")
+        self.legacy = LegacySse(self.http, f"{base}/messages", self.session_count)
         self.metadata_path = "/.well-known/oauth-protected-resource" + endpoint.path.rstrip("/")
         self._routes = {
             endpoint.path: self.mcp.handle,
@@ -102,7 +103,6 @@ class HttpService:
             f"{base}/messages": self.legacy.post_message,
         }
         self.stopping = False
-        self.ticker = Ticker()
         self._slots = trio.CapacityLimiter(MAX_CONNECTIONS)
         self._ticking = False
 
