@@ -12,7 +12,8 @@ import trio
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.listener import Incoming, IncomingHandler
 from ..._mcp.admission import HttpRefusal
-from .conn import HttpConnection, Request
+from .conn import HttpConnection
+from .request import Request
 
 Headers = Sequence[tuple[bytes, bytes]]
 

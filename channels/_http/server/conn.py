@@ -1,16 +1,15 @@
 """One HTTP/1.1 server connection on a trio stream, with the limits a daemon needs.
 
-Requests are parsed by httptools (llhttp, Node.js's parser, as uvicorn uses it): on a small
-request it costs a few microseconds where h11 costs about seventy, which is most of what a
-Streamable HTTP call through the bridge costs (see README, Performance). Responses are written
+Requests are parsed by httptools, in :mod:`channels._http.server.request` (with the limits that
+concern the bytes themselves: head size, body size, the head check). Responses are written
 here: a status line and headers the bridge itself chose, with ``Content-Length``, or chunked for
 server-sent events (close-delimited for an HTTP/1.0 client).
 
-What a parser leaves to its user is done here too: bounded reads (a request head must arrive
-within ``head_timeout`` of its first byte and fit in :data:`MAX_HEAD_BYTES`, a body within
-``body_timeout`` and under ``max_body`` bytes), ``Expect: 100-continue``, keep-alive with an idle
-timeout, bounded writes (a client that does not read its response is cut off after
-``send_timeout``), and noticing that the client went away while its response is pending.
+What a parser leaves to its user and is a matter of time is done here: bounded reads (a request
+head must arrive within ``head_timeout`` of its first byte, a body within ``body_timeout``),
+``Expect: 100-continue``, keep-alive with an idle timeout, bounded writes (a client that does not
+read its response is cut off after ``send_timeout``), and noticing that the client went away
+while its response is pending.
 
 One task serves the connection: it reads a request, answers it (possibly streaming for a long
 time), then reads the next. While it answers, :meth:`HttpConnection.wait_disconnected` may watch
@@ -20,23 +19,15 @@ two never read at once. A client that pipelines its next request meanwhile loses
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Callable, Sequence
 from http import HTTPStatus
 
 import attrs
-import httptools
 import trio
 
 from ..._core.fdio import RECEIVE_SIZE
 from ..._core.stream import send_all_within, send_fd_getter, write_now
+from .request import MAX_HEAD_BYTES, BadRequest, HeadCheck, Headers, Parsing, Request
 
-Headers = Sequence[tuple[bytes, bytes]]
-
-# Longest request head (request line and headers) accepted: nginx's large_client_header_buffers
-# allow 4 x 8 KiB, h11's default is 16 KiB. Longer heads get 431. (Counted per read: a head that
-# ends within the read that began it may be up to one read, 64 KiB, long.)
-MAX_HEAD_BYTES = 32 * 1024
 SERVER_HEADER = b"server: mcp-bridge\r\n"
 # A body up to this size is sent in the same write as its head (one system call); a larger one
 # after it, rather than copied to join them (a socket buffer holds about this much at once).
@@ -53,64 +44,6 @@ def _status_line(status: int) -> bytes:
 
 
 _STATUS_LINES = {status.value: _status_line(status.value) for status in HTTPStatus}
-
-
-@attrs.frozen
-class Request:
-    """One complete HTTP request.
-
-    Attributes:
-        method: ``"POST"``, ``"GET"``...
-        target: the request target as sent (path and query).
-        headers: every header, names lower-case, in order, ``Host`` included.
-        body: the whole body.
-        http_version: ``"1.1"`` or ``"1.0"``.
-        credential: the label of the token the head check accepted, if one was asked for.
-    """
-
-    method: str
-    target: str
-    headers: tuple[tuple[bytes, bytes], ...]
-    body: bytes
-    http_version: str = "1.1"
-    credential: str | None = None
-
-    @property
-    def path(self) -> str:
-        """The target without its query."""
-        return self.target.partition("?")[0]
-
-    @property
-    def query(self) -> str:
-        """The target's query, without ``?``."""
-        return self.target.partition("?")[2]
-
-    def header(self, name: bytes) -> bytes | None:
-        """The value of header ``name`` (lower-case) if it appears exactly once, else ``None``."""
-        values = [value for key, value in self.headers if key == name]
-        return values[0] if len(values) == 1 else None
-
-
-class BadRequest(Exception):
-    """A request that cannot be read, or is refused on its head alone.
-
-    It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
-    text) and the connection is closed, its body unread.
-    """
-
-    def __init__(
-        self, status: int, message: str, *, headers: Headers = (), body: bytes | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-
-HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]
-"""Called with a request's method, target and headers as soon as its head is in, before its body
-is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to refuse it (Host, Origin,
-token), or the label of the token it presented (``None`` if none is asked for)."""
 
 
 @attrs.frozen
@@ -132,87 +65,14 @@ class ConnectionLimits:
     max_body: int
 
 
-class _Parsing:
-    """httptools' callbacks: they assemble requests, which :class:`HttpConnection` hands out.
-
-    A callback cannot stop the parser cleanly, so a limit it finds is kept in :attr:`error`
-    and raised by the caller after ``feed_data``.
-    """
-
-    def __init__(self, max_body: int, check_head: HeadCheck | None) -> None:
-        self.max_body = max_body
-        self.check_head = check_head
-        self.credential: str | None = None
-        self.parser = httptools.HttpRequestParser(self)
-        self.done: collections.deque[tuple[Request, bool]] = collections.deque()
-        self.error: BadRequest | None = None
-        self.started = False  # a request has begun and is not complete
-        self.head_done = False
-        self.head_bytes = 0
-        self.expects_continue = False
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        # One growing buffer, not a list of the reads: a large body then lives in one mapping that
-        # is returned to the system when freed, instead of a heap of 64 KiB pieces that fragments.
-        self._body = bytearray()
-        self._size = 0
-
-    def on_message_begin(self) -> None:
-        self.started, self.head_done, self.head_bytes = True, False, 0
-        self._url, self._headers, self._body, self._size = b"", [], bytearray(), 0
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.head_done:  # trailers of a chunked body are dropped: no limit counts them
-            self._headers.append((name.lower(), value))
-
-    def on_headers_complete(self) -> None:
-        self.head_done = True
-        if self.check_head is not None:
-            outcome = self.check_head(self.parser.get_method(), self._url, self._headers)
-            if isinstance(outcome, BadRequest):
-                self.error = outcome
-                return
-            self.credential = outcome
-        for name, value in self._headers:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
-                self.error = BadRequest(
-                    413, f"the body ({int(value)} bytes) is over the limit of {self.max_body}"
-                )
-            elif name == b"expect" and value.lower() == b"100-continue":
-                self.expects_continue = True
-
-    def on_body(self, body: bytes) -> None:
-        self._size += len(body)
-        if self._size > self.max_body:
-            self.error = self.error or BadRequest(413, f"the body is over the limit of {self.max_body} bytes")
-        elif self.error is None:
-            self._body += body
-
-    def on_message_complete(self) -> None:
-        parser = self.parser
-        request = Request(
-            parser.get_method().decode("ascii", "replace"),
-            self._url.decode("ascii", "replace"),
-            tuple(self._headers),
-            bytes(self._body),
-            parser.get_http_version(),
-            self.credential,
-        )
-        self._body = bytearray()  # not kept until the next request begins
-        self.done.append((request, parser.should_keep_alive()))
-        self.started = self.head_done = self.expects_continue = False
-
-
 class HttpConnection:
     """One accepted stream; the serving task owns it and closes it with :meth:`aclose`.
 
     Args:
         stream: the connection (TLS already negotiated), owned from now on.
         limits: timeouts and the body limit.
-        check_head: run on each request's head before its body is read (see :data:`HeadCheck`).
+        check_head: run on each request's head before its body is read (see
+            :data:`~channels._http.server.request.HeadCheck`).
     """
 
     def __init__(
@@ -220,10 +80,8 @@ class HttpConnection:
     ) -> None:
         self.stream = stream
         self.limits = limits
-        self._parsing = _Parsing(limits.max_body, check_head)
+        self._parsing = Parsing(limits.max_body, check_head)
         self._unparsed = bytearray()  # read while a response was pending, parsed with the next
-        self._upgraded = False  # an Upgrade request or a parse error: parse nothing more
-        self._deferred: BadRequest | None = None  # a parse error behind complete requests
         self._send_fd = send_fd_getter(stream)
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._peer_closed = False
@@ -272,11 +130,11 @@ class HttpConnection:
         )
         if self._unparsed:
             data, self._unparsed = bytes(self._unparsed), bytearray()
-            self._feed(data)
+            parsing.feed(data)
         while not parsing.done:
-            if self._deferred is not None:
-                raise self._deferred
-            if self._upgraded:
+            if parsing.deferred is not None:
+                raise parsing.deferred
+            if parsing.upgraded:
                 return None
             if parsing.started and self.phase == "idle":
                 self.phase, self.read_deadline = "head", trio.current_time() + self.limits.head_timeout
@@ -284,14 +142,14 @@ class HttpConnection:
                 self.phase, self.read_deadline = "body", trio.current_time() + self.limits.body_timeout
                 if parsing.expects_continue:
                     parsing.expects_continue = False
-                    if not self._http10_head():
+                    if not parsing.http10_head():
                         await self._send(CONTINUE)
             data = await self._receive(expect_wait=not first and not parsing.started)
             if not data:
                 if parsing.started:
                     raise BadRequest(400, "the connection closed in the middle of a request")
                 return None
-            self._feed(data)
+            parsing.feed(data)
         request, keep_alive = parsing.done.popleft()
         self.phase = "answering"
         self._keep_alive = keep_alive
@@ -322,48 +180,6 @@ class HttpConnection:
         if self.phase == "head" and (self._parsing.started or self._unparsed):
             return BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
         return None  # idle, or connected and silent: closed without a word
-
-    def _feed(self, data: bytes) -> None:
-        parsing = self._parsing
-        if self._upgraded:
-            return  # after an Upgrade request nothing more is parsed: the connection closes
-        try:
-            parsing.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # llhttp stops at the head of an Upgrade request and hands the rest over as another
-            # protocol's bytes. This endpoint upgrades nothing: a request without a body is
-            # answered as a plain one, then the connection closes; one with a body cannot be
-            # framed, so it is refused (never parsing its body as the next request).
-            self._upgraded = True
-            self._keep_alive = False
-            if not parsing.done or self._declares_body(parsing.done[-1][0]):
-                parsing.done.clear()
-                raise BadRequest(400, "an Upgrade request with a body is not served here") from None
-        except httptools.HttpParserError as exc:
-            error = parsing.error or BadRequest(400, f"malformed request: {exc}")
-            if parsing.done:  # complete requests before the bad one are answered first
-                self._deferred = error
-                self._upgraded = True
-                return
-            raise error from None
-        if parsing.error is not None:
-            raise parsing.error
-        if parsing.started and not parsing.head_done:
-            parsing.head_bytes += len(data)
-            if parsing.head_bytes > MAX_HEAD_BYTES:
-                raise BadRequest(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
-
-    def _http10_head(self) -> bool:
-        return self._parsing.parser.get_http_version() == "1.0"
-
-    @staticmethod
-    def _declares_body(request: Request) -> bool:
-        for name, value in request.headers:
-            if name == b"transfer-encoding" or (
-                name == b"content-length" and value.strip() not in (b"", b"0")
-            ):
-                return True
-        return False
 
     async def _receive(self, *, expect_wait: bool = False) -> bytes:
         """The next bytes from the client, ``b""`` once it closed.

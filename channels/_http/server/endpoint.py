@@ -42,7 +42,7 @@ from .session import SessionChannel, id_key, new_session_id
 from .stream import ResponseStream, StreamStyle, parse_event_id, write_response
 
 if TYPE_CHECKING:
-    from .conn import Request
+    from .request import Request
 
 logger = logging.getLogger("channels.http")
 

@@ -43,9 +43,10 @@ from ..._core.tlsstream import TLS_STREAMS
 from ..._mcp.admission import HttpRefusal
 from ..._sockets.endpoint import Endpoint
 from .call import HttpCall, Refused, method_not_allowed, refuse
-from .conn import BadRequest, ConnectionLimits, HttpConnection, Request
+from .conn import ConnectionLimits, HttpConnection
 from .endpoint import McpEndpoint
 from .legacy import LegacySse
+from .request import BadRequest, Request
 
 logger = logging.getLogger("channels.http")
 
@@ -238,7 +239,7 @@ class HttpService:
     def _check_head(
         self, peer: PeerInfo, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]
     ) -> BadRequest | str | None:
-        """Host, Origin and token, on the head alone (see :data:`~channels._http.server.conn.HeadCheck`).
+        """Host, Origin and token, on the head alone (see :data:`~channels._http.server.request.HeadCheck`).
 
         So a refused client never gets ``100 Continue`` nor has its body read into memory.
         """

@@ -1,0 +1,211 @@
+"""Reading HTTP/1.1 requests: httptools' callbacks, the limits a parser leaves to its user.
+
+Requests are parsed by httptools (llhttp, Node.js's parser, as uvicorn uses it): on a small
+request it costs a few microseconds where h11 costs about seventy, which is most of what a
+Streamable HTTP call through the bridge costs (see README, Performance).
+
+:class:`Parsing` assembles :class:`Request` records from the bytes
+:class:`~channels._http.server.conn.HttpConnection` reads, and enforces what concerns the bytes
+themselves: a head of at most :data:`MAX_HEAD_BYTES`, a body under ``max_body``, the
+:data:`HeadCheck` (Host, Origin, token) before any body is read, and no parsing past an Upgrade
+request or a malformed one. The connection owns the timing (deadlines, ``100 Continue``).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+
+import attrs
+import httptools
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+# Longest request head (request line and headers) accepted: nginx's large_client_header_buffers
+# allow 4 x 8 KiB, h11's default is 16 KiB. Longer heads get 431. (Counted per read: a head that
+# ends within the read that began it may be up to one read, 64 KiB, long.)
+MAX_HEAD_BYTES = 32 * 1024
+
+
+@attrs.frozen
+class Request:
+    """One complete HTTP request.
+
+    Attributes:
+        method: ``"POST"``, ``"GET"``...
+        target: the request target as sent (path and query).
+        headers: every header, names lower-case, in order, ``Host`` included.
+        body: the whole body.
+        http_version: ``"1.1"`` or ``"1.0"``.
+        credential: the label of the token the head check accepted, if one was asked for.
+    """
+
+    method: str
+    target: str
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+    http_version: str = "1.1"
+    credential: str | None = None
+
+    @property
+    def path(self) -> str:
+        """The target without its query."""
+        return self.target.partition("?")[0]
+
+    @property
+    def query(self) -> str:
+        """The target's query, without ``?``."""
+        return self.target.partition("?")[2]
+
+    def header(self, name: bytes) -> bytes | None:
+        """The value of header ``name`` (lower-case) if it appears exactly once, else ``None``."""
+        values = [value for key, value in self.headers if key == name]
+        return values[0] if len(values) == 1 else None
+
+
+class BadRequest(Exception):
+    """A request that cannot be read, or is refused on its head alone.
+
+    It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
+    text) and the connection is closed, its body unread.
+    """
+
+    def __init__(
+        self, status: int, message: str, *, headers: Headers = (), body: bytes | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]
+"""Called with a request's method, target and headers as soon as its head is in, before its body
+is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to refuse it (Host, Origin,
+token), or the label of the token it presented (``None`` if none is asked for)."""
+
+
+class Parsing:
+    """httptools' callbacks: they assemble requests, which the connection hands out.
+
+    A callback cannot stop the parser cleanly, so a limit it finds is kept in :attr:`error`
+    and raised by :meth:`feed` after ``feed_data``.
+
+    Args:
+        max_body: the longest body accepted (413 beyond).
+        check_head: run on each request's head before its body is read (see :data:`HeadCheck`).
+    """
+
+    def __init__(self, max_body: int, check_head: HeadCheck | None) -> None:
+        self.max_body = max_body
+        self.check_head = check_head
+        self.credential: str | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.done: collections.deque[tuple[Request, bool]] = collections.deque()
+        self.error: BadRequest | None = None
+        self.started = False  # a request has begun and is not complete
+        self.head_done = False
+        self.head_bytes = 0
+        self.expects_continue = False
+        self.upgraded = False  # an Upgrade request or a parse error: parse nothing more
+        self.deferred: BadRequest | None = None  # a parse error behind complete requests
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        # One growing buffer, not a list of the reads: a large body then lives in one mapping that
+        # is returned to the system when freed, instead of a heap of 64 KiB pieces that fragments.
+        self._body = bytearray()
+        self._size = 0
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; complete requests go to :attr:`done` with whether to keep alive.
+
+        Raises:
+            BadRequest: malformed, over a limit, or refused by the head check.
+        """
+        if self.upgraded:
+            return  # after an Upgrade request nothing more is parsed: the connection closes
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # llhttp stops at the head of an Upgrade request and hands the rest over as another
+            # protocol's bytes. This endpoint upgrades nothing: a request without a body is
+            # answered as a plain one, then the connection closes; one with a body cannot be
+            # framed, so it is refused (never parsing its body as the next request).
+            self.upgraded = True
+            if not self.done or _declares_body(self.done[-1][0]):
+                self.done.clear()
+                raise BadRequest(400, "an Upgrade request with a body is not served here") from None
+        except httptools.HttpParserError as exc:
+            error = self.error or BadRequest(400, f"malformed request: {exc}")
+            if self.done:  # complete requests before the bad one are answered first
+                self.deferred = error
+                self.upgraded = True
+                return
+            raise error from None
+        if self.error is not None:
+            raise self.error
+        if self.started and not self.head_done:
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                raise BadRequest(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+
+    def http10_head(self) -> bool:
+        """Whether the request being read is HTTP/1.0 (which knows no ``100 Continue``)."""
+        return self.parser.get_http_version() == "1.0"
+
+    # --- httptools' callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.started, self.head_done, self.head_bytes = True, False, 0
+        self._url, self._headers, self._body, self._size = b"", [], bytearray(), 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.head_done:  # trailers of a chunked body are dropped: no limit counts them
+            self._headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.head_done = True
+        if self.check_head is not None:
+            outcome = self.check_head(self.parser.get_method(), self._url, self._headers)
+            if isinstance(outcome, BadRequest):
+                self.error = outcome
+                return
+            self.credential = outcome
+        for name, value in self._headers:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                self.error = BadRequest(
+                    413, f"the body ({int(value)} bytes) is over the limit of {self.max_body}"
+                )
+            elif name == b"expect" and value.lower() == b"100-continue":
+                self.expects_continue = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.max_body:
+            self.error = self.error or BadRequest(413, f"the body is over the limit of {self.max_body} bytes")
+        elif self.error is None:
+            self._body += body
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        request = Request(
+            parser.get_method().decode("ascii", "replace"),
+            self._url.decode("ascii", "replace"),
+            tuple(self._headers),
+            bytes(self._body),
+            parser.get_http_version(),
+            self.credential,
+        )
+        self._body = bytearray()  # not kept until the next request begins
+        self.done.append((request, parser.should_keep_alive()))
+        self.started = self.head_done = self.expects_continue = False
+
+
+def _declares_body(request: Request) -> bool:
+    for name, value in request.headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
+            return True
+    return False
