@@ -1,10 +1,11 @@
 """The HTTP listener: connections, routes, legacy sessions and response streams.
 
 ``conn`` is one HTTP/1.1 connection with its limits, ``request`` the parsing of its requests
-(httptools) and their head checks; ``service`` dispatches
-each request to a route; ``endpoint`` is the MCP endpoint (POST, GET, DELETE) and ``legacy`` the
-2024-11-05 HTTP+SSE endpoints; ``call`` is one request being answered; ``session``, ``exchange``
-and ``stream`` turn sessions and responses into message channels.
+(httptools) and their head checks; ``service`` dispatches each request to a route; ``endpoint``
+is the MCP endpoint (POST, GET, DELETE) and ``legacy`` the 2024-11-05 HTTP+SSE endpoints;
+``call`` is one request being answered; ``session``, ``exchange`` and ``stream`` turn sessions
+and responses into message channels; ``response`` writes a stream out as one JSON body or as
+server-sent events.
 
 Import rule: ``channels._core``, ``channels._sockets``, ``channels._mcp`` and ``channels._http.sse``.
 """

@@ -38,8 +38,9 @@ from ..._mcp.admission import (
 )
 from .call import HttpCall, Refused, method_not_allowed, refuse
 from .exchange import ExchangeChannel
+from .response import StreamStyle, write_response
 from .session import SessionChannel, id_key, new_session_id
-from .stream import ResponseStream, StreamStyle, parse_event_id, write_response
+from .stream import ResponseStream, parse_event_id
 
 if TYPE_CHECKING:
     from .request import Request

@@ -19,8 +19,8 @@ from ..._mcp.admission import HttpRefusal, parse_body
 from ..sse import encode_event
 from .call import HttpCall, Refused, method_not_allowed, refuse
 from .exchange import SseChannel
+from .response import StreamStyle, write_response
 from .session import new_session_id
-from .stream import StreamStyle, write_response
 
 
 class LegacySse:

@@ -1,0 +1,175 @@
+"""Writing a response stream out as this request's response: one JSON body, or an event stream.
+
+:func:`write_response` is the HTTP side of a :class:`~channels._http.server.stream.ResponseStream`:
+a stream whose only message is its final one, queued within the style's JSON wait, goes out as one
+``application/json`` body; anything else as ``text/event-stream`` (events with ids ``KEY/SEQ``, a
+priming event for clients that resume, keep-alive comments), while the connection is watched for
+the client leaving. What was not written stays in the stream, for a resumption if it is
+resumable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from ..._core.ticker import Ticker
+from ..sse import KEEPALIVE, encode_event
+from .conn import HttpConnection
+from .stream import ResponseStream
+
+# SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
+# transports text asks for it), no-cache keeps intermediaries from storing it.
+SSE_HEADERS = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+NO_ANSWER = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Connection closed",'
+    b'"data":{"reason":"no-answer"}}}'
+)
+
+
+@attrs.frozen
+class StreamStyle:
+    """How one response writes its stream.
+
+    Attributes:
+        extra_headers: headers besides the content type (``Mcp-Session-Id``, CORS).
+        json_allowed: a stream whose first queued message is its only final one may be sent as
+            one ``application/json`` body.
+        json_wait: how long to wait for that first message before committing to SSE.
+        priming: send a priming event (an id with empty data) first, for clients that resume
+            (MCP 2025-11-25).
+        retry_ms: a ``retry:`` field to send with the priming event, or ``None``.
+        keepalive: seconds of silence after which a comment is sent.
+        event: the SSE event type to name on each message, or ``None`` (``message`` implied).
+        ticker: where to register the JSON wait's deadline (no cancel scope per request); without
+            one, a cancel scope bounds it.
+    """
+
+    extra_headers: Sequence[tuple[bytes, bytes]] = ()
+    json_allowed: bool = True
+    json_wait: float = 1.0
+    priming: bool = False
+    retry_ms: int | None = None
+    keepalive: float = 15.0
+    event: str | None = None
+    ticker: Ticker | None = None
+
+
+async def write_response(
+    connection: HttpConnection,
+    stream: ResponseStream,
+    style: StreamStyle,
+    *,
+    first_events: Sequence[bytes] = (),
+) -> bool:
+    """Write ``stream`` as this request's response until it is complete; True if it was.
+
+    A stream whose only message is its final one, queued within ``style.json_wait``, goes out as
+    one JSON body; anything else as an event stream, during which the connection is watched, so
+    that a client that leaves is noticed at once (not at the next keep-alive) and its stream can
+    be resumed elsewhere. Returns False if the client went away first (what was not written stays
+    in ``stream`` for a resumption, if resumable).
+
+    Args:
+        connection: the client's connection; the response is its current one.
+        stream: the messages; marked attached while this runs.
+        style: JSON or SSE, priming, keepalive.
+        first_events: raw SSE bytes to send first (the legacy ``endpoint`` event).
+    """
+    stream.attached = True
+    stream.abandoned = False
+    try:
+        if style.json_allowed and not first_events and await _answer_as_json(connection, stream, style):
+            return True
+        left = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal left
+                await connection.wait_disconnected()
+                left = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await _write_events(connection, stream, style, first_events)
+            nursery.cancel_scope.cancel()
+        if left:
+            stream.abandon()
+        return not left
+    except trio.BrokenResourceError:
+        stream.abandon()
+        return False
+    finally:
+        stream.attached = False
+
+
+async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, style: StreamStyle) -> bool:
+    """Send the stream as one JSON body if it is its final message alone; True if it was sent."""
+    if not stream.pending() and not stream.ended:
+        if style.ticker is None:
+            with trio.move_on_after(style.json_wait):
+                await stream.wait()
+        else:
+            waiter = _JsonWait(stream, trio.current_time() + style.json_wait)
+            style.ticker.add(waiter)
+            try:
+                await stream.wait()
+            finally:
+                style.ticker.discard(waiter)
+    events = stream.pending()
+    if len(events) == 1 and events[0][2] and stream.ended:
+        seq, data, _, status = events[0]
+        await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
+        stream.written(seq, replayable=False)
+        return True
+    if not events and stream.ended:  # the channel closed without an answer (never expected)
+        await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
+        return True
+    return False
+
+
+@attrs.frozen(eq=False)
+class _JsonWait:
+    """A response waiting for its first message, until :attr:`deadline` (a ticker's waiter)."""
+
+    stream: ResponseStream
+    deadline: float
+
+    def expire(self) -> None:
+        self.stream.nudge()
+
+
+async def _write_events(
+    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
+) -> None:
+    await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers])
+    head = list(first_events)
+    if style.priming:
+        head.append(encode_event(b"", event_id=stream.event_id(stream.last_written()), retry=style.retry_ms))
+    if head:
+        await connection.send_body(b"".join(head))
+    while True:
+        with trio.move_on_after(style.keepalive) as quiet:
+            await stream.wait()
+        if quiet.cancelled_caught:
+            await connection.send_body(KEEPALIVE)
+            continue
+        events = stream.pending()
+        if events:
+            await connection.send_body(
+                b"".join(
+                    encode_event(data, event_id=stream.event_id(seq), event=style.event)
+                    for seq, data, _, _ in events
+                )
+            )
+            stream.written(events[-1][0])
+        if stream.ended and not stream.pending():
+            await connection.end_stream()
+            return
