@@ -3,8 +3,9 @@
 One :class:`Exchange` per request the stdio client sends: a POST whose response (a JSON body, or an
 event stream of related notifications and requests ending with the reply) is read until the reply
 arrives. :class:`Exchanges` runs them, and the other HTTP conversations of a Streamable HTTP client:
-POSTs of notifications and replies (answered 202), the legacy era's standalone GET stream, its
-resumption of broken streams (GET with ``Last-Event-ID``), and session renewal after a 404.
+POSTs of notifications and replies (answered 202), the legacy era's resumption of broken streams
+(GET with ``Last-Event-ID``), session renewal after a 404 and the session's end (DELETE); the
+session's standalone GET stream is :mod:`channels._http.client.standalone`.
 
 Whatever happens, an exchange ends with exactly one answer for its request (the server's reply, or
 an error reply from :mod:`channels._mcp.client`), unless the client cancelled the request.
@@ -37,6 +38,7 @@ from ..._mcp.params import ToolHeaders
 from ..._sockets.endpoint import Endpoint
 from .conn import ConnectionPool, HttpConnection, HttpFailure
 from .session import LegacySession
+from .standalone import StandaloneStream
 from .stream import StreamPosition, read_stream, reconnect_delay
 
 logger = logging.getLogger("channels.http.client")
@@ -350,63 +352,17 @@ class Exchanges:
     async def listen_standalone(self) -> None:
         """Keep the session's standalone GET stream open and deliver what it carries.
 
-        Reconnects when it ends (after the server's ``retry:`` delay, with ``Last-Event-ID``), renews
-        the session on 404, and returns on 405 (the server offers no such stream) or when there is
-        no session. Runs until cancelled.
+        See :class:`~channels._http.client.standalone.StandaloneStream`; runs until cancelled.
         """
-        position, generation, failures = StreamPosition(), -1, 0
-        while True:
-            session_headers, current = await self.session.headers()
-            if self.session.session_id is None:
-                return
-            if current != generation:
-                position, generation = StreamPosition(), current
-            resume = [("Last-Event-ID", position.last_event_id)] if position.last_event_id is not None else []
-            gone = False
-            try:
-                async with self.pool.long_exchanges:
-                    get_headers = self.headers("text/event-stream", *session_headers, *resume)
-                    async with self.pool.request("GET", get_headers) as (conn, response):
-                        status = response.status_code
-                        if status == 405:
-                            logger.debug("%s offers no standalone event stream", self.endpoint)
-                            return
-                        gone = status == 404
-                        if status == 200 and media_type(response.headers) == "text/event-stream":
-                            failures = 0
-                            await self._read_standalone(conn, position)
-                        elif not gone:
-                            failures += 1
-                            logger.info("standalone event stream refused: HTTP %d", status)
-            except HttpFailure as exc:
-                failures += 1
-                logger.info("standalone event stream: %s", exc)
-            if gone:
-                try:
-                    await self.renew(generation)
-                    continue
-                except HttpFailure as exc:
-                    failures += 1
-                    logger.warning("could not renew the session: %s", exc)
-            await trio.sleep(reconnect_delay(position, failures))
-
-    async def _read_standalone(self, conn: HttpConnection, position: StreamPosition) -> None:
-        async def take(data: str) -> bool:
-            try:
-                await self.deliver(decode(data))
-            except ProtocolError as exc:
-                logger.warning("invalid message on the standalone stream of %s: %s", self.endpoint, exc)
-                await self.deliver(exc)
-            return False
-
-        try:
-            await read_stream(conn, self.options.max_message_bytes, position, take)
-        except ValueError as exc:
-            # Resuming would replay the same event: start afresh, losing what was in between.
-            logger.error(
-                "standalone event stream of %s: %s; reconnecting without resuming", self.endpoint, exc
-            )
-            position.last_event_id = None
+        await StandaloneStream(
+            self.endpoint,
+            self.pool,
+            self.session,
+            self.headers,
+            self.renew,
+            self.deliver,
+            self.options.max_message_bytes,
+        ).listen()
 
     async def delete_session(self) -> None:
         """End the legacy session (DELETE), best effort: failures are logged, not raised."""
