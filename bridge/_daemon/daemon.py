@@ -3,8 +3,9 @@
 Task tree (one visible tree, trio style)::
 
     Daemon.run
+    ├── services: the shared child (SharedChild.run), eagerly or at the first connection
     ├── accepting: serve_listeners over every listener        (cancelled when stopping)
-    └── connections: one _handle task per accepted channel (and an HTTP listener's connections)
+    └── connections: one Connections.handle task per accepted channel (and an HTTP listener's)
         └── open_child → Relay.run                             (its own nursery of pumps)
 
 A graceful stop (:meth:`Daemon.stop`, which the CLI calls on SIGTERM/SIGINT) closes the listeners,
@@ -12,49 +13,33 @@ lets each connection finish its in-flight requests within ``drain_timeout`` (new
 with ``-32000``), answers whatever is left, and stops every child in MCP order. A connection that is
 still busy ``STOP_GRACE`` after the drain deadline (a client that does not read its last replies) is
 cancelled; its child is still stopped in order, because that part is shielded.
+
+This module holds the daemon's life (run, the child mode, the stop sequence); serving one
+connection is :mod:`.connection`'s, the counters are :mod:`.statistics`', what to serve is
+:mod:`.config`'s.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
 from functools import partial
 
 import attrs
 import trio
 
-from channels import (
-    Address,
-    HandshakeError,
-    Incoming,
-    ListenError,
-    ListenOptions,
-    MessageChannel,
-    MessageListener,
-    parse_address,
-    receive_batch,
-    serve_listeners,
-)
+from channels import ListenError, MessageListener, serve_listeners
 
 from .._child.pool import ChildPool
-from .._child.process import ChildProcess, ChildSpec, open_child
-from .._child.supervisor import RestartPolicy, SupervisorState
-from .._errors import (
-    CONNECTION_CLOSED,
-    TOO_MANY_CONNECTIONS,
-    ChildStartError,
-    close_reason,
-    error_response,
-)
-from .._limits import Limits
-from .._relay.peeked import PeekedChannel
-from .._relay.relay import BATCH, Relay
+from .._child.process import open_child
+from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
 from .._shared.eras import Era, probe_era
 from .._shared.mux import SharedChild
+from .config import ServeConfig as ServeConfig  # also imported from here, by bridge._ops and _cli
+from .connection import Connections
+from .statistics import Counters
+from .statistics import DaemonStatistics as DaemonStatistics  # also imported from here by _ops
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -63,91 +48,6 @@ logger = logging.getLogger("bridge.daemon")
 STOP_GRACE = 2.0
 # On an immediate stop (the second signal), connections get this long to answer what is in flight.
 STOP_NOW_GRACE = 0.5
-# A refused connection (over the cap, or its child failed to start) gets this long to send its
-# first request, so that the refusal can answer it by id, and to read the answer.
-REFUSAL_TIMEOUT = 5.0
-
-
-def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
-    return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
-
-
-@attrs.frozen
-class ServeConfig:
-    """Everything one bridge serves. A frozen value: building it starts nothing.
-
-    Attributes:
-        listen: where to accept clients: parsed addresses, or texts such as
-            ``"unix:/run/mcp.sock"`` (parsed here; ``AddressError`` if malformed).
-        child: the server to launch for each connection.
-        limits: bounds and timeouts.
-        listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
-            from ``limits``).
-        prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._child.pool`).
-        child_mode: ``"per-connection"``, ``"shared"`` (one supervised child for every client,
-            :mod:`bridge._shared.mux`) or ``"auto"`` (probe the server's era with ``server/discover``:
-            for a legacy server, per-connection; for a modern or dual-era one, a shared child for
-            modern clients, and a child of its own for each client that opens with
-            ``initialize``).
-        restart_policy: how the shared child is restarted (backoff, crash-loop limit).
-        start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
-            before the listeners accept; ``"lazy"``: on the first connection.
-
-    ``child_mode`` and ``start`` are not validated: pass one of the values listed.
-
-    Raises:
-        channels.AddressError: an address text in ``listen`` is malformed.
-    """
-
-    listen: tuple[Address, ...] = attrs.field(converter=_addresses)
-    child: ChildSpec
-    limits: Limits = Limits()
-    listen_options: ListenOptions = ListenOptions()
-    listener_options: tuple[ListenOptions | None, ...] = ()
-    """Per address in ``listen`` (same order), options that replace ``listen_options`` for it
-    (a configuration file's per-listener security settings); ``None`` or missing: the shared ones."""
-    prespawn: int = 0
-    child_mode: str = attrs.field(
-        default="per-connection",
-        validator=attrs.validators.in_(("per-connection", "shared", "auto")),
-    )
-    restart_policy: RestartPolicy = RestartPolicy()
-    start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy")))
-
-
-@attrs.frozen
-class DaemonStatistics:
-    """A snapshot of the daemon's counters.
-
-    Attributes:
-        connections: connections being served now.
-        connections_total: connections accepted since start (refused ones included).
-        connections_refused: connections refused (over the cap, or their child failed to start).
-        handshakes_failed: connections that failed their TLS handshake, WebSocket upgrade or
-            authentication (never counted in ``connections``).
-        requests_in_flight: requests awaiting a reply, over all connections.
-        children: child processes serving connections now.
-        prespawned: children started and waiting for a connection (the warm pool).
-        child_garbage_lines: stdout lines dropped from children because they were not JSON-RPC.
-        child_restarts: restarts of the shared child since start (0 in per-connection mode).
-        bytes_from_clients, bytes_to_clients: bytes read from and written to clients, framing
-            included, over every connection since start.
-        connections_by_transport: connections accepted since start, by transport (``"unix"``,
-            ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
-    """
-
-    connections: int
-    connections_total: int
-    connections_refused: int
-    handshakes_failed: int
-    requests_in_flight: int
-    children: int
-    prespawned: int
-    child_garbage_lines: int
-    child_restarts: int
-    bytes_from_clients: int
-    bytes_to_clients: int
-    connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -187,37 +87,11 @@ class Daemon:
     ``auto`` is resolved when the server is probed: before the listeners accept with
     ``start="eager"``, at the first connection with ``"lazy"``.
     """
-    _relays: set[Relay] = attrs.field(init=False, factory=set)
-    _children: set[ChildProcess] = attrs.field(init=False, factory=set)
-    _connections: int = attrs.field(init=False, default=0)
-    _connections_total: int = attrs.field(init=False, default=0)
-    _connections_refused: int = attrs.field(init=False, default=0)
-    _handshakes_failed: int = attrs.field(init=False, default=0)
-    _by_transport: collections.Counter[str] = attrs.field(init=False, factory=collections.Counter)
-    _clients: set[MessageChannel] = attrs.field(init=False, factory=set)
-    _bytes_of_closed: list[int] = attrs.field(init=False, factory=lambda: [0, 0])
-    _garbage_of_stopped_children: int = attrs.field(init=False, default=0)
+    _counters: Counters = attrs.field(init=False, factory=Counters)
 
     def statistics(self) -> DaemonStatistics:
         """A snapshot of the counters; cheap, callable at any time (also after :meth:`run`)."""
-        return DaemonStatistics(
-            connections=self._connections,
-            connections_total=self._connections_total,
-            connections_refused=self._connections_refused,
-            handshakes_failed=self._handshakes_failed,
-            requests_in_flight=sum(relay.in_flight for relay in self._relays)
-            + (self._shared.in_flight if self._shared is not None else 0),
-            children=len(self._children)
-            + (1 if self._shared is not None and self._shared.child is not None else 0),
-            prespawned=len(self._pool.ready) if self._pool is not None else 0,
-            child_garbage_lines=self._garbage_of_stopped_children
-            + sum(child.garbage_lines for child in self._children),
-            child_restarts=self._shared.supervisor.restarts if self._shared is not None else 0,
-            bytes_from_clients=self._bytes_of_closed[0]
-            + sum(client.bytes_received for client in self._clients),
-            bytes_to_clients=self._bytes_of_closed[1] + sum(client.bytes_sent for client in self._clients),
-            connections_by_transport=dict(self._by_transport),
-        )
+        return self._counters.snapshot(self._shared, self._pool)
 
     @property
     def stopping(self) -> bool:
@@ -262,7 +136,7 @@ class Daemon:
         if not self._stopping.is_set():
             logger.info(
                 "stopping: %d connections, %d requests in flight",
-                self._connections,
+                self._counters.connections,
                 self.statistics().requests_in_flight,  # shared mode's included
             )
             self._stopping.set()
@@ -279,7 +153,7 @@ class Daemon:
             return
         logger.warning("stopping at once")
         self._stop_now.set()
-        for child in self._children:
+        for child in self._counters.children:
             child.hurry()
         if self._pool is not None:
             self._pool.hurry()
@@ -344,8 +218,8 @@ class Daemon:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
 
-    async def _ensure_started(self) -> None:
-        """Resolve ``auto`` and start the shared child, once.
+    async def _ensure_started(self) -> SharedChild | None:
+        """Resolve ``auto`` and start the shared child, once; return it (None: no shared child).
 
         Raises:
             ChildStartError: the child could not be started (lazily: the connection that found
@@ -353,7 +227,7 @@ class Daemon:
         """
         async with self._start_lock:
             if self._started:
-                return
+                return self._shared
             self.mode = await self._choose_mode()
             if self.mode == "shared":
                 assert self._services is not None
@@ -363,6 +237,7 @@ class Daemon:
                 await self._services.start(shared.run)
                 self._shared = shared
             self._started = True
+            return self._shared
 
     async def _choose_mode(self) -> str:
         if self.config.child_mode != "auto":
@@ -379,9 +254,20 @@ class Daemon:
             if self.config.prespawn and (self.mode == "per-connection" or self.config.child_mode == "auto"):
                 self._pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
                 await connections.start(self._pool.run)
+            handler = Connections(
+                self.config,
+                self._counters,
+                self._stopping,
+                self._stop_now,
+                ensure_started=self._ensure_started,
+                pool=self._pool,
+                tap=self.tap,
+                request_metrics=self.request_metrics,
+                stop=self.stop,
+            )
             async with trio.open_nursery() as accepting:
                 await accepting.start(
-                    partial(serve_listeners, self._handle, listeners, handler_nursery=connections)
+                    partial(serve_listeners, handler.handle, listeners, handler_nursery=connections)
                 )
                 for listener in listeners:
                     logger.info("listening on %s", listener.address)
@@ -432,174 +318,3 @@ class Daemon:
                 with_tls += 1
                 logger.error("%s; the certificate in use stays", exc)
         return with_tls
-
-    async def _handle(self, incoming: Incoming) -> None:
-        """Serve one connection: its handshake, then the child.
-
-        The handshake is bounded and counted against the cap while it runs. ``serve_listeners``
-        closes ``incoming`` after this returns.
-        """
-        self._connections_total += 1
-        self._by_transport[incoming.peer.transport] += 1
-        limits = self.config.limits
-        counted = self._connections < limits.max_connections and not self._stopping.is_set()
-        if counted:
-            self._connections += 1
-
-        def release() -> None:  # before the client sees its end, so statistics agree with it
-            nonlocal counted
-            if counted:
-                counted = False
-                self._connections -= 1
-
-        try:
-            async with incoming.establish() as client:
-                self._clients.add(client)
-                try:
-                    if not counted:
-                        await self._refuse_over_cap(client)
-                        return
-                    try:
-                        served = self.tap.channel(client) if self.tap is not None else client
-                        if self.request_metrics is not None:
-                            served = self.request_metrics.channel(served)
-                        ending = await self._serve_client(served)
-                    finally:
-                        release()
-                    await client.aclose_with(close_reason(ending), ending)
-                finally:
-                    self._clients.discard(client)
-                    self._bytes_of_closed[0] += client.bytes_received
-                    self._bytes_of_closed[1] += client.bytes_sent
-        except HandshakeError as exc:
-            self._handshakes_failed += 1
-            logger.warning("%s: refused: %s", incoming.peer, exc)
-        finally:
-            release()
-            if incoming.peer.transport == "stdio":
-                self.stop()  # the one stdio connection was the daemon's whole purpose
-
-    async def _refuse_over_cap(self, client: MessageChannel) -> None:
-        self._connections_refused += 1
-        limit = self.config.limits.max_connections
-        logger.warning(
-            "%s: refused, %d connections already (--max-connections)", client.peer, self._connections
-        )
-        await self._refuse(
-            client, TOO_MANY_CONNECTIONS, "Too many connections", "too-many-connections", limit=limit
-        )
-        await client.aclose_with(close_reason("too-many-connections"), "too many connections")
-
-    async def _serve_client(self, client: MessageChannel) -> str:
-        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
-        try:
-            await self._ensure_started()
-            if self._shared is not None and self.config.child_mode == "auto":
-                peeked = await self._peek_first_messages(client)
-                if peeked is None:
-                    return "client-closed"  # it left before saying anything
-                client, opens_with_initialize = peeked
-                if opens_with_initialize:
-                    return await self._relay(client)
-            if self._shared is not None:
-                level = logging.DEBUG if client.one_request else logging.INFO
-                logger.log(level, "%s: connected to the shared child", client.peer)
-                ending = await self._shared.serve(client)
-                logger.log(level, "%s: %s", client.peer, ending)
-                return ending
-            return await self._relay(client)
-        except ChildStartError as exc:
-            self._connections_refused += 1
-            logger.error("%s: %s", client.peer, exc)
-            await self._refuse(
-                client, CONNECTION_CLOSED, "Connection closed", "child-start-failed", detail=str(exc)
-            )
-            return "child-start-failed"
-        except Exception:
-            # A bug in the bridge must cost one connection, not the daemon; the child was stopped
-            # by open_child on the way out.
-            logger.exception("%s: internal error; connection closed", client.peer)
-            return "internal-error"
-
-    async def _peek_first_messages(self, client: MessageChannel) -> tuple[MessageChannel, bool] | None:
-        """Auto mode with a modern server: tell a legacy client from a modern one.
-
-        The connection's first messages are read: a legacy client opens with ``initialize``. A
-        dual-era server may fix its era
-        per process on the first request it sees (the official SDK's does), so a shared child can
-        only serve one era: legacy clients get a child of their own, modern ones share.
-
-        Returns the channel (which hands those messages out again) and whether it is legacy, or
-        ``None`` if the client left first.
-        """
-        try:
-            items = await receive_batch(client, BATCH)
-        except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-            return None
-        first = items[0]
-        legacy = isinstance(first, dict) and first.get("method") == "initialize"
-        if legacy:
-            logger.info("%s: opens with initialize: a legacy client, given its own child", client.peer)
-        return PeekedChannel(client, items), legacy
-
-    @asynccontextmanager
-    async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
-        """A child for one connection: a prespawned one if the pool has it ready, else a new one.
-
-        Either way it is stopped in MCP order when the block ends.
-        """
-        lease = self._pool.take() if self._pool is not None else None
-        if lease is None:
-            async with open_child(self.config.child, self.config.limits) as child:
-                yield child, ""
-            return
-        try:
-            yield lease.child, " (prespawned)"
-        finally:
-            await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
-            lease.release()
-
-    async def _relay(self, client: MessageChannel) -> str:
-        started: ChildProcess | None = None
-        try:
-            async with self._child_for_connection() as (child, origin):
-                started = child
-                self._children.add(child)
-                if self._stop_now.is_set():
-                    child.hurry()
-                level = logging.DEBUG if client.one_request else logging.INFO
-                logger.log(level, "%s: connected; child pid %d%s", client.peer, child.pid, origin)
-                relay = Relay(client, child, self.config.limits, self._stopping, self._stop_now)
-                self._relays.add(relay)
-                try:
-                    ending = await relay.run()
-                finally:
-                    self._relays.discard(relay)
-                logger.log(level, "%s: %s", client.peer, ending.description)
-                # The client sees its end before the child stops.
-                await client.aclose_with(close_reason(ending.reason), ending.description)
-        finally:
-            if started is not None:  # stopped and reaped by now
-                self._children.discard(started)
-                self._garbage_of_stopped_children += started.garbage_lines
-        return ending.reason
-
-    async def _refuse(
-        self, client: MessageChannel, code: int, message: str, reason: str, **data: object
-    ) -> None:
-        """Answer the client's first requests with an error, then let the connection close.
-
-        Errors that name no request (id null) would leave an MCP client waiting on its own id, so
-        the refusal waits briefly for the first batch and answers each request in it by id.
-        """
-        with trio.move_on_after(REFUSAL_TIMEOUT):
-            try:
-                items = await receive_batch(client, 64)
-                replies = [
-                    error_response(item["id"], code, message, reason, **data)
-                    for item in items
-                    if isinstance(item, dict) and "method" in item and "id" in item
-                ]
-                await client.send_many(replies or [error_response(None, code, message, reason, **data)])
-            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-                pass

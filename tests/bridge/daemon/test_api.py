@@ -59,7 +59,7 @@ async def test_cancelling_the_block_still_stops_gracefully_finishing_requests_in
                     nursery.start_soon(client)
                     await ready.wait()
                     await trio.testing.wait_all_tasks_blocked()
-                    pids.extend(child.pid for child in bridge._children)
+                    pids.extend(child.pid for child in bridge._counters.children)
                     scope.cancel()  # the enclosing scope goes away mid-request
                     await trio.sleep_forever()
             assert bridge.stopped

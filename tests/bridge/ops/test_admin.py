@@ -11,7 +11,7 @@ import trio.testing
 from commands import admin_port, get, http, run_bridge
 
 from bridge import ChildSpec, ServeConfig, open_bridge
-from bridge._daemon.daemon import DaemonStatistics
+from bridge._daemon.statistics import DaemonStatistics
 from bridge._ops.admin import serve_admin
 from bridge._ops.metrics import render
 from bridge._relay.requests import RequestMetrics

@@ -1,0 +1,60 @@
+"""What a bridge serves: :class:`ServeConfig`, a frozen record (building it starts nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from channels import Address, ListenOptions, parse_address
+
+from .._child.process import ChildSpec
+from .._child.supervisor import RestartPolicy
+from .._limits import Limits
+
+
+def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
+    return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
+
+
+@attrs.frozen
+class ServeConfig:
+    """Everything one bridge serves. A frozen value: building it starts nothing.
+
+    Attributes:
+        listen: where to accept clients: parsed addresses, or texts such as
+            ``"unix:/run/mcp.sock"`` (parsed here; ``AddressError`` if malformed).
+        child: the server to launch for each connection.
+        limits: bounds and timeouts.
+        listen_options: socket file mode and group, loopback policy (``max_message_bytes`` is taken
+            from ``limits``).
+        prespawn: children kept started ahead of connections (the warm pool, :mod:`bridge._child.pool`).
+        child_mode: ``"per-connection"``, ``"shared"`` (one supervised child for every client,
+            :mod:`bridge._shared.mux`) or ``"auto"`` (probe the server's era with ``server/discover``:
+            for a legacy server, per-connection; for a modern or dual-era one, a shared child for
+            modern clients, and a child of its own for each client that opens with
+            ``initialize``).
+        restart_policy: how the shared child is restarted (backoff, crash-loop limit).
+        start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
+            before the listeners accept; ``"lazy"``: on the first connection.
+
+    ``child_mode`` and ``start`` are not validated: pass one of the values listed.
+
+    Raises:
+        channels.AddressError: an address text in ``listen`` is malformed.
+    """
+
+    listen: tuple[Address, ...] = attrs.field(converter=_addresses)
+    child: ChildSpec
+    limits: Limits = Limits()
+    listen_options: ListenOptions = ListenOptions()
+    listener_options: tuple[ListenOptions | None, ...] = ()
+    """Per address in ``listen`` (same order), options that replace ``listen_options`` for it
+    (a configuration file's per-listener security settings); ``None`` or missing: the shared ones."""
+    prespawn: int = 0
+    child_mode: str = attrs.field(
+        default="per-connection",
+        validator=attrs.validators.in_(("per-connection", "shared", "auto")),
+    )
+    restart_policy: RestartPolicy = RestartPolicy()
+    start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy")))

@@ -1,0 +1,243 @@
+"""Serving one accepted connection: its handshake, the cap, and the child it is given.
+
+:meth:`Connections.handle` is what the listeners call for every connection (``serve_listeners``
+closes it afterwards). A connection over ``max_connections``, or whose child fails to start, is
+refused: its first requests are answered by id, then it is closed. Otherwise it is served by the
+shared child, or by a child of its own through a :class:`~bridge._relay.relay.Relay` (in ``auto``
+mode, a client that opens with ``initialize`` is legacy and gets a child of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from channels import HandshakeError, Incoming, MessageChannel, receive_batch
+
+from .._child.pool import ChildPool
+from .._child.process import ChildProcess, open_child
+from .._errors import (
+    CONNECTION_CLOSED,
+    TOO_MANY_CONNECTIONS,
+    ChildStartError,
+    close_reason,
+    error_response,
+)
+from .._relay.peeked import PeekedChannel
+from .._relay.relay import BATCH, Relay
+from .._relay.requests import RequestMetrics
+from .._relay.tap import Tap
+from .._shared.mux import SharedChild
+from .config import ServeConfig
+from .statistics import Counters
+
+logger = logging.getLogger("bridge.daemon")
+
+# A refused connection (over the cap, or its child failed to start) gets this long to send its
+# first request, so that the refusal can answer it by id, and to read the answer.
+REFUSAL_TIMEOUT = 5.0
+
+
+@attrs.define(eq=False)
+class Connections:
+    """Serves each connection the listeners accept, counting it in ``counters``.
+
+    Args:
+        config: what the daemon serves.
+        counters: the daemon's live counters.
+        stopping: set when a graceful stop begins (no connection is counted in after it).
+        stop_now: set on an immediate stop (a child started after it is hurried).
+        ensure_started: resolves the child mode and starts the shared child, once; returns the
+            shared child, or None when each connection gets its own.
+        pool: the warm pool of prespawned children, if any.
+        tap: where to record every message to and from clients, if anywhere.
+        request_metrics: where to count and time requests, if anywhere.
+        stop: begins the daemon's graceful stop (the one stdio connection ending does).
+    """
+
+    config: ServeConfig
+    counters: Counters
+    stopping: trio.Event
+    stop_now: trio.Event
+    ensure_started: Callable[[], Awaitable[SharedChild | None]]
+    pool: ChildPool | None
+    tap: Tap | None
+    request_metrics: RequestMetrics | None
+    stop: Callable[[], None]
+
+    async def handle(self, incoming: Incoming) -> None:
+        """Serve one connection: its handshake, then the child.
+
+        The handshake is bounded and counted against the cap while it runs. ``serve_listeners``
+        closes ``incoming`` after this returns.
+        """
+        counters = self.counters
+        counters.connections_total += 1
+        counters.by_transport[incoming.peer.transport] += 1
+        limits = self.config.limits
+        counted = counters.connections < limits.max_connections and not self.stopping.is_set()
+        if counted:
+            counters.connections += 1
+
+        def release() -> None:  # before the client sees its end, so statistics agree with it
+            nonlocal counted
+            if counted:
+                counted = False
+                counters.connections -= 1
+
+        try:
+            async with incoming.establish() as client:
+                counters.clients.add(client)
+                try:
+                    if not counted:
+                        await self._refuse_over_cap(client)
+                        return
+                    try:
+                        served = self.tap.channel(client) if self.tap is not None else client
+                        if self.request_metrics is not None:
+                            served = self.request_metrics.channel(served)
+                        ending = await self._serve_client(served)
+                    finally:
+                        release()
+                    await client.aclose_with(close_reason(ending), ending)
+                finally:
+                    counters.clients.discard(client)
+                    counters.bytes_of_closed[0] += client.bytes_received
+                    counters.bytes_of_closed[1] += client.bytes_sent
+        except HandshakeError as exc:
+            counters.handshakes_failed += 1
+            logger.warning("%s: refused: %s", incoming.peer, exc)
+        finally:
+            release()
+            if incoming.peer.transport == "stdio":
+                self.stop()  # the one stdio connection was the daemon's whole purpose
+
+    async def _refuse_over_cap(self, client: MessageChannel) -> None:
+        self.counters.connections_refused += 1
+        limit = self.config.limits.max_connections
+        logger.warning(
+            "%s: refused, %d connections already (--max-connections)", client.peer, self.counters.connections
+        )
+        await refuse(
+            client, TOO_MANY_CONNECTIONS, "Too many connections", "too-many-connections", limit=limit
+        )
+        await client.aclose_with(close_reason("too-many-connections"), "too many connections")
+
+    async def _serve_client(self, client: MessageChannel) -> str:
+        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
+        try:
+            shared = await self.ensure_started()
+            if shared is not None and self.config.child_mode == "auto":
+                peeked = await peek_first_messages(client)
+                if peeked is None:
+                    return "client-closed"  # it left before saying anything
+                client, opens_with_initialize = peeked
+                if opens_with_initialize:
+                    return await self._relay(client)
+            if shared is not None:
+                level = logging.DEBUG if client.one_request else logging.INFO
+                logger.log(level, "%s: connected to the shared child", client.peer)
+                ending = await shared.serve(client)
+                logger.log(level, "%s: %s", client.peer, ending)
+                return ending
+            return await self._relay(client)
+        except ChildStartError as exc:
+            self.counters.connections_refused += 1
+            logger.error("%s: %s", client.peer, exc)
+            await refuse(
+                client, CONNECTION_CLOSED, "Connection closed", "child-start-failed", detail=str(exc)
+            )
+            return "child-start-failed"
+        except Exception:
+            # A bug in the bridge must cost one connection, not the daemon; the child was stopped
+            # by open_child on the way out.
+            logger.exception("%s: internal error; connection closed", client.peer)
+            return "internal-error"
+
+    @asynccontextmanager
+    async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
+        """A child for one connection: a prespawned one if the pool has it ready, else a new one.
+
+        Either way it is stopped in MCP order when the block ends.
+        """
+        lease = self.pool.take() if self.pool is not None else None
+        if lease is None:
+            async with open_child(self.config.child, self.config.limits) as child:
+                yield child, ""
+            return
+        try:
+            yield lease.child, " (prespawned)"
+        finally:
+            await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
+            lease.release()
+
+    async def _relay(self, client: MessageChannel) -> str:
+        counters = self.counters
+        started: ChildProcess | None = None
+        try:
+            async with self._child_for_connection() as (child, origin):
+                started = child
+                counters.children.add(child)
+                if self.stop_now.is_set():
+                    child.hurry()
+                level = logging.DEBUG if client.one_request else logging.INFO
+                logger.log(level, "%s: connected; child pid %d%s", client.peer, child.pid, origin)
+                relay = Relay(client, child, self.config.limits, self.stopping, self.stop_now)
+                counters.relays.add(relay)
+                try:
+                    ending = await relay.run()
+                finally:
+                    counters.relays.discard(relay)
+                logger.log(level, "%s: %s", client.peer, ending.description)
+                # The client sees its end before the child stops.
+                await client.aclose_with(close_reason(ending.reason), ending.description)
+        finally:
+            if started is not None:  # stopped and reaped by now
+                counters.children.discard(started)
+                counters.garbage_of_stopped_children += started.garbage_lines
+        return ending.reason
+
+
+async def peek_first_messages(client: MessageChannel) -> tuple[MessageChannel, bool] | None:
+    """Auto mode with a modern server: tell a legacy client from a modern one.
+
+    The connection's first messages are read: a legacy client opens with ``initialize``. A
+    dual-era server may fix its era
+    per process on the first request it sees (the official SDK's does), so a shared child can
+    only serve one era: legacy clients get a child of their own, modern ones share.
+
+    Returns the channel (which hands those messages out again) and whether it is legacy, or
+    ``None`` if the client left first.
+    """
+    try:
+        items = await receive_batch(client, BATCH)
+    except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+        return None
+    first = items[0]
+    legacy = isinstance(first, dict) and first.get("method") == "initialize"
+    if legacy:
+        logger.info("%s: opens with initialize: a legacy client, given its own child", client.peer)
+    return PeekedChannel(client, items), legacy
+
+
+async def refuse(client: MessageChannel, code: int, message: str, reason: str, **data: object) -> None:
+    """Answer the client's first requests with an error, then let the connection close.
+
+    Errors that name no request (id null) would leave an MCP client waiting on its own id, so
+    the refusal waits briefly for the first batch and answers each request in it by id.
+    """
+    with trio.move_on_after(REFUSAL_TIMEOUT):
+        try:
+            items = await receive_batch(client, 64)
+            replies = [
+                error_response(item["id"], code, message, reason, **data)
+                for item in items
+                if isinstance(item, dict) and "method" in item and "id" in item
+            ]
+            await client.send_many(replies or [error_response(None, code, message, reason, **data)])
+        except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass

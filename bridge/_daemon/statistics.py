@@ -1,0 +1,106 @@
+"""The daemon's counters: :class:`DaemonStatistics`, a snapshot, and :class:`Counters`, the live tally.
+
+The per-connection serving (:mod:`.connection`) counts into a ``Counters``; the daemon takes a
+snapshot of it, adding what the shared child and the warm pool report.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping
+
+import attrs
+
+from channels import MessageChannel
+
+from .._child.pool import ChildPool
+from .._child.process import ChildProcess
+from .._relay.relay import Relay
+from .._shared.mux import SharedChild
+
+
+@attrs.frozen
+class DaemonStatistics:
+    """A snapshot of the daemon's counters.
+
+    Attributes:
+        connections: connections being served now.
+        connections_total: connections accepted since start (refused ones included).
+        connections_refused: connections refused (over the cap, or their child failed to start).
+        handshakes_failed: connections that failed their TLS handshake, WebSocket upgrade or
+            authentication (never counted in ``connections``).
+        requests_in_flight: requests awaiting a reply, over all connections.
+        children: child processes serving connections now.
+        prespawned: children started and waiting for a connection (the warm pool).
+        child_garbage_lines: stdout lines dropped from children because they were not JSON-RPC.
+        child_restarts: restarts of the shared child since start (0 in per-connection mode).
+        bytes_from_clients, bytes_to_clients: bytes read from and written to clients, framing
+            included, over every connection since start.
+        connections_by_transport: connections accepted since start, by transport (``"unix"``,
+            ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
+    """
+
+    connections: int
+    connections_total: int
+    connections_refused: int
+    handshakes_failed: int
+    requests_in_flight: int
+    children: int
+    prespawned: int
+    child_garbage_lines: int
+    child_restarts: int
+    bytes_from_clients: int
+    bytes_to_clients: int
+    connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class Counters:
+    """The daemon's live counters, and the clients, relays and children they are summed over.
+
+    Whoever serves a connection adds it to the sets while it lasts, and moves what it counted
+    into the totals of closed ones when it ends.
+
+    Attributes:
+        connections: connections being served now (counted against ``max_connections``).
+        connections_total: connections accepted since start (refused ones included).
+        connections_refused: connections refused (over the cap, or their child failed to start).
+        handshakes_failed: connections that failed their handshake.
+        by_transport: connections accepted since start, by transport.
+        clients: the client channels open now.
+        bytes_of_closed: bytes read from and written to clients already closed.
+        relays: the per-connection relays running now.
+        children: the per-connection children running now.
+        garbage_of_stopped_children: junk lines dropped from children already stopped.
+    """
+
+    connections: int = 0
+    connections_total: int = 0
+    connections_refused: int = 0
+    handshakes_failed: int = 0
+    by_transport: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    clients: set[MessageChannel] = attrs.field(factory=set)
+    bytes_of_closed: list[int] = attrs.field(factory=lambda: [0, 0])
+    relays: set[Relay] = attrs.field(factory=set)
+    children: set[ChildProcess] = attrs.field(factory=set)
+    garbage_of_stopped_children: int = 0
+
+    def snapshot(self, shared: SharedChild | None, pool: ChildPool | None) -> DaemonStatistics:
+        """The counters now, with the shared child's and the warm pool's (either may be None)."""
+        return DaemonStatistics(
+            connections=self.connections,
+            connections_total=self.connections_total,
+            connections_refused=self.connections_refused,
+            handshakes_failed=self.handshakes_failed,
+            requests_in_flight=sum(relay.in_flight for relay in self.relays)
+            + (shared.in_flight if shared is not None else 0),
+            children=len(self.children) + (1 if shared is not None and shared.child is not None else 0),
+            prespawned=len(pool.ready) if pool is not None else 0,
+            child_garbage_lines=self.garbage_of_stopped_children
+            + sum(child.garbage_lines for child in self.children),
+            child_restarts=shared.supervisor.restarts if shared is not None else 0,
+            bytes_from_clients=self.bytes_of_closed[0]
+            + sum(client.bytes_received for client in self.clients),
+            bytes_to_clients=self.bytes_of_closed[1] + sum(client.bytes_sent for client in self.clients),
+            connections_by_transport=dict(self.by_transport),
+        )
