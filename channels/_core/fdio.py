@@ -1,8 +1,18 @@
-"""What every channel that reads a socket directly shares: the read size, and dropping unread bytes."""
+"""Reading and writing a plain socket or pipe directly, bypassing trio's stream wrappers.
+
+What every channel that reads a socket itself shares: the read size, finding a stream's file
+descriptor, one read that waits only when the kernel has nothing, one write of what the kernel
+takes without waiting, and dropping unread bytes before a close. The newline and WebSocket
+channels and the HTTP connection use these on their hot paths.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Callable
+
+import trio
 
 # How much one read asks for. 64 KiB holds hundreds of small MCP messages, so a pipelined peer is
 # served by one system call per batch; it is also trio's DEFAULT_RECEIVE_SIZE for sockets.
@@ -26,3 +36,110 @@ def discard_unread(fd: int) -> None:
                 return
     except OSError:
         pass  # BlockingIOError: nothing more; anything else: closing anyway
+
+
+def _plain_fd_getter(stream: trio.abc.Stream, half: str) -> Callable[[], int] | None:
+    if isinstance(stream, trio.StapledStream):
+        return _plain_fd_getter(getattr(stream, half), half)
+    if isinstance(stream, trio.SocketStream):
+        return stream.socket.fileno
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return stream.fileno
+    return None
+
+
+def send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
+    """How to find the file descriptor ``stream`` sends on, if it is a plain socket or pipe.
+
+    The getter is called for each write, because the fd becomes -1 once the stream is closed (and
+    its number may then be reused by another file).
+    """
+    return _plain_fd_getter(stream, "send_stream")
+
+
+def receive_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
+    """How to find the file descriptor ``stream`` receives on, if it is a plain socket or pipe.
+
+    As :func:`send_fd_getter`, for :func:`receive_some`.
+    """
+    return _plain_fd_getter(stream, "receive_stream")
+
+
+async def receive_some(
+    stream: trio.abc.ReceiveStream, receive_fd: Callable[[], int] | None
+) -> bytes | bytearray:
+    """``stream.receive_some(RECEIVE_SIZE)``, reading the fd ``receive_fd`` returns directly.
+
+    trio's ``FdStream`` yields to the scheduler before every read, and ``SocketStream`` wraps each
+    one in an async context manager; on a relay's path, where the reader has just been woken by the
+    bytes it is about to read, that is a trip around the event loop (or a few µs of bookkeeping)
+    per message for nothing. This reads first and waits (``wait_readable``) only if the kernel has
+    nothing; if it did not have to wait, it still yields once, shielded, so that a reader of a
+    peer that never pauses cannot starve the other tasks. Like ``receive_some`` it is a checkpoint;
+    the caller checks for cancellation first (the channels' ``receive`` does). A stream without a
+    plain fd (TLS) is simply read with its ``receive_some``.
+
+    Returns:
+        What one read returned; ``b""`` at the end of the stream.
+
+    Raises:
+        trio.ClosedResourceError: the stream was closed, before or during the wait.
+        trio.BrokenResourceError: the read failed (a reset connection...).
+    """
+    if receive_fd is None:
+        return await stream.receive_some(RECEIVE_SIZE)
+    waited = False
+    while True:
+        fd = receive_fd()
+        if fd < 0:
+            raise trio.ClosedResourceError("stream was closed")
+        try:
+            data = os.read(fd, RECEIVE_SIZE)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
+            waited = True
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("stream was closed") from None
+            raise trio.BrokenResourceError(f"read failed: {exc}") from exc
+        else:
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
+
+
+def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> int:
+    """Write to the fd ``send_fd`` returns what the kernel takes without waiting.
+
+    Returns how many bytes that was: 0 if the stream has no plain fd (TLS...) or is closed, so
+    that the caller's ``send_all`` decides what to raise, or if the kernel's buffer is full.
+
+    Raises:
+        trio.ClosedResourceError: the fd was closed under us.
+        trio.BrokenResourceError: the write failed (the peer reset the connection...).
+    """
+    fd = send_fd() if send_fd is not None else -1
+    if fd < 0:
+        return 0
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        if exc.errno == errno.EBADF:
+            raise trio.ClosedResourceError("stream was closed") from None
+        raise trio.BrokenResourceError(f"write failed: {exc}") from exc
+
+
+async def send_all_within(stream: trio.abc.SendStream, data: memoryview, timeout: float | None) -> bool:
+    """``stream.send_all(data)``, given at most ``timeout`` seconds if set.
+
+    Returns True if the time ran out: then part of ``data`` may be on the wire, and the caller
+    must write nothing more to ``stream``.
+    """
+    if timeout is None:
+        await stream.send_all(data)
+        return False
+    with trio.move_on_after(timeout) as waited:
+        await stream.send_all(data)
+    return waited.cancelled_caught

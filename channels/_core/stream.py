@@ -1,13 +1,12 @@
 """A message channel over any ``trio.abc.Stream``, with newline framing.
 
 One class serves the child's pipes, the process's own stdin/stdout, Unix sockets, TCP and, later,
-TLS: everything that moves bytes reliably in both directions.
+TLS: everything that moves bytes reliably in both directions. Its direct reads and writes of a
+plain socket or pipe are :mod:`channels._core.fdio`'s.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -17,7 +16,7 @@ import trio
 
 from .channel import MessageChannel, PeerInfo
 from .errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
-from .fdio import RECEIVE_SIZE
+from .fdio import receive_fd_getter, receive_some, send_all_within, send_fd_getter, write_now
 from .framing import LineFramer, Oversized
 from .jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
 from .tlsstream import TLS_STREAMS, TlsSocketStream
@@ -32,113 +31,6 @@ CLOSE_TIMEOUT = 2.0
 
 # How much of a rejected line is kept on its ProtocolError for logs.
 LOG_EXCERPT_BYTES = 200
-
-
-def _plain_fd_getter(stream: trio.abc.Stream, half: str) -> Callable[[], int] | None:
-    if isinstance(stream, trio.StapledStream):
-        return _plain_fd_getter(getattr(stream, half), half)
-    if isinstance(stream, trio.SocketStream):
-        return stream.socket.fileno
-    if isinstance(stream, trio.lowlevel.FdStream):
-        return stream.fileno
-    return None
-
-
-def send_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
-    """How to find the file descriptor ``stream`` sends on, if it is a plain socket or pipe.
-
-    The getter is called for each write, because the fd becomes -1 once the stream is closed (and
-    its number may then be reused by another file).
-    """
-    return _plain_fd_getter(stream, "send_stream")
-
-
-def receive_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
-    """How to find the file descriptor ``stream`` receives on, if it is a plain socket or pipe.
-
-    As :func:`send_fd_getter`, for :func:`receive_some`.
-    """
-    return _plain_fd_getter(stream, "receive_stream")
-
-
-async def receive_some(
-    stream: trio.abc.ReceiveStream, receive_fd: Callable[[], int] | None
-) -> bytes | bytearray:
-    """``stream.receive_some(RECEIVE_SIZE)``, reading the fd ``receive_fd`` returns directly.
-
-    trio's ``FdStream`` yields to the scheduler before every read, and ``SocketStream`` wraps each
-    one in an async context manager; on a relay's path, where the reader has just been woken by the
-    bytes it is about to read, that is a trip around the event loop (or a few µs of bookkeeping)
-    per message for nothing. This reads first and waits (``wait_readable``) only if the kernel has
-    nothing; if it did not have to wait, it still yields once, shielded, so that a reader of a
-    peer that never pauses cannot starve the other tasks. Like ``receive_some`` it is a checkpoint;
-    the caller checks for cancellation first (the channels' ``receive`` does). A stream without a
-    plain fd (TLS) is simply read with its ``receive_some``.
-
-    Returns:
-        What one read returned; ``b""`` at the end of the stream.
-
-    Raises:
-        trio.ClosedResourceError: the stream was closed, before or during the wait.
-        trio.BrokenResourceError: the read failed (a reset connection...).
-    """
-    if receive_fd is None:
-        return await stream.receive_some(RECEIVE_SIZE)
-    waited = False
-    while True:
-        fd = receive_fd()
-        if fd < 0:
-            raise trio.ClosedResourceError("stream was closed")
-        try:
-            data = os.read(fd, RECEIVE_SIZE)
-        except BlockingIOError:
-            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
-            waited = True
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("stream was closed") from None
-            raise trio.BrokenResourceError(f"read failed: {exc}") from exc
-        else:
-            if not waited:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return data
-
-
-def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> int:
-    """Write to the fd ``send_fd`` returns what the kernel takes without waiting.
-
-    Returns how many bytes that was: 0 if the stream has no plain fd (TLS...) or is closed, so
-    that the caller's ``send_all`` decides what to raise, or if the kernel's buffer is full.
-
-    Raises:
-        trio.ClosedResourceError: the fd was closed under us.
-        trio.BrokenResourceError: the write failed (the peer reset the connection...).
-    """
-    fd = send_fd() if send_fd is not None else -1
-    if fd < 0:
-        return 0
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
-    except OSError as exc:
-        if exc.errno == errno.EBADF:
-            raise trio.ClosedResourceError("stream was closed") from None
-        raise trio.BrokenResourceError(f"write failed: {exc}") from exc
-
-
-async def send_all_within(stream: trio.abc.SendStream, data: memoryview, timeout: float | None) -> bool:
-    """``stream.send_all(data)``, given at most ``timeout`` seconds if set.
-
-    Returns True if the time ran out: then part of ``data`` may be on the wire, and the caller
-    must write nothing more to ``stream``.
-    """
-    if timeout is None:
-        await stream.send_all(data)
-        return False
-    with trio.move_on_after(timeout) as waited:
-        await stream.send_all(data)
-    return waited.cancelled_caught
 
 
 @final

@@ -30,17 +30,17 @@ from websockets.protocol import Protocol, Side, State
 
 from .._core.channel import CloseReason, MessageChannel, PeerInfo
 from .._core.errors import InvalidMessage, SendTimeout
-from .._core.fdio import discard_unread
-from .._core.jsonrpc import JSONObject, decode, encode, validate
-from .._core.lock import HandoffLock
-from .._core.stream import (
-    DEFAULT_MAX_MESSAGE_BYTES,
+from .._core.fdio import (
+    discard_unread,
     receive_fd_getter,
     receive_some,
     send_all_within,
     send_fd_getter,
     write_now,
 )
+from .._core.jsonrpc import JSONObject, decode, encode, validate
+from .._core.lock import HandoffLock
+from .._core.stream import DEFAULT_MAX_MESSAGE_BYTES
 from .frames import frame_extent, take_text_frames, text_frame_header
 
 logger = logging.getLogger("channels.websocket")

@@ -24,8 +24,7 @@ from http import HTTPStatus
 import attrs
 import trio
 
-from ..._core.fdio import RECEIVE_SIZE
-from ..._core.stream import send_all_within, send_fd_getter, write_now
+from ..._core.fdio import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
 from .request import MAX_HEAD_BYTES, BadRequest, HeadCheck, Headers, Parsing, Request
 
 SERVER_HEADER = b"server: mcp-bridge\r\n"

@@ -1,4 +1,4 @@
-"""channels._core.stream.receive_some: the channels' direct read of a plain socket or pipe."""
+"""channels._core.fdio.receive_some: the channels' direct read of a plain socket or pipe."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from channels._core.stream import receive_fd_getter, receive_some
+from channels._core.fdio import receive_fd_getter, receive_some
 
 TIMEOUT = 5  # seconds; loopback socket pairs only
 
