@@ -1,8 +1,9 @@
 """WebSocket channels (``ws://``, ``wss://``): one JSON-RPC message per text frame.
 
-``address`` opens listeners and connections and runs the upgrade; ``channel`` moves messages over
-an open WebSocket with the ``websockets`` library's sans-I/O core; ``frames`` reads and writes the
-common frame shapes without the library's general parser.
+``address`` is the two address kinds (listening, connecting); ``listener`` accepts connections
+and establishes each in its own task; ``upgrade`` is the opening handshake, both sides;
+``channel`` moves messages over an open WebSocket with the ``websockets`` library's sans-I/O core;
+``frames`` reads and writes the common frame shapes without the library's general parser.
 
 Import rule: ``channels._core`` and ``channels._sockets``.
 """

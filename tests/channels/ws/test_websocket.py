@@ -53,7 +53,7 @@ from channels import (
 )
 from channels._core.guard import RequestGuard
 from channels._sockets.endpoint import Endpoint
-from channels._ws.address import WebSocketIncoming
+from channels._ws.listener import WebSocketIncoming
 
 from conftest import (
     REPO,

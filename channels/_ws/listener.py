@@ -1,0 +1,120 @@
+"""WebSocket listeners: accepting a TCP connection, and establishing the channel over it.
+
+:class:`WebSocketListener` only accepts (and wraps ``wss`` connections in TLS);
+:class:`WebSocketIncoming` runs the TLS handshake and the upgrade (:mod:`channels._ws.upgrade`)
+in the connection's own task, within the handshake timeout, then keeps the channel alive with
+pings while its block runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import final
+
+import attrs
+import trio
+
+from .._core.channel import CloseReason, MessageChannel, PeerInfo
+from .._core.guard import RequestGuard
+from .._core.listener import HandshakeError, Incoming, MessageListener, tls_handshake
+from .._core.options import ListenOptions
+from .._core.tlscontext import ServerTls
+from .._core.tlsstream import TLS_STREAMS
+from .._core.unwrap import single_exception
+from .._sockets.endpoint import Endpoint
+from .._sockets.tcp import accept_tcp, format_host_port
+from .channel import WebSocketChannel
+from .upgrade import accept_upgrade
+
+
+@final
+@attrs.define(eq=False)
+class WebSocketIncoming(Incoming):
+    """An accepted TCP connection that must upgrade to WebSocket (after TLS, for ``wss``)."""
+
+    stream: trio.abc.Stream
+    initial_peer: PeerInfo
+    endpoint: Endpoint
+    guard: RequestGuard
+    options: ListenOptions
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self.initial_peer
+
+    @asynccontextmanager
+    async def establish(self) -> AsyncIterator[MessageChannel]:
+        with single_exception():
+            async with trio.open_nursery() as nursery:
+                channel = None
+                try:
+                    with trio.move_on_after(self.options.handshake_timeout) as deadline:
+                        channel = await self._handshake()
+                    if deadline.cancelled_caught:
+                        raise HandshakeError(
+                            f"no WebSocket upgrade within {self.options.handshake_timeout:g}s"
+                        )
+                    assert channel is not None
+                    nursery.start_soon(
+                        channel.keepalive, self.options.ping_interval, self.options.ping_timeout
+                    )
+                    yield channel
+                except trio.Cancelled:
+                    if channel is not None:
+                        await channel.aclose_with(CloseReason.GOING_AWAY, "server stopping")
+                    raise
+                except BaseException:
+                    if channel is not None:
+                        await channel.aclose_with(CloseReason.INTERNAL_ERROR, "internal error")
+                    raise
+                finally:
+                    if channel is not None:
+                        await channel.aclose_with(CloseReason.NORMAL)
+                    await trio.aclose_forcefully(self.stream)
+                    nursery.cancel_scope.cancel()
+
+    async def _handshake(self) -> WebSocketChannel:
+        peer = self.initial_peer
+        if isinstance(self.stream, TLS_STREAMS):
+            peer = await tls_handshake(self.stream, peer)
+        return await accept_upgrade(
+            self.stream, peer, self.endpoint.path, self.guard, self.options.max_message_bytes
+        )
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+@final
+class WebSocketListener(MessageListener):
+    """Accepts TCP connections to upgrade to WebSocket; owns its socket."""
+
+    def __init__(
+        self,
+        listener: trio.SocketListener,
+        endpoint: Endpoint,
+        guard: RequestGuard,
+        options: ListenOptions,
+        tls: ServerTls | None,
+    ) -> None:
+        self._listener = listener
+        self._endpoint = endpoint
+        self._guard = guard
+        self._options = options
+        self._tls = tls
+        host, port = listener.socket.getsockname()[:2]
+        self._address = f"{endpoint.transport}://{format_host_port(host, port)}{endpoint.path}"
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    async def accept(self) -> Incoming:
+        wrapped, peer = await accept_tcp(
+            self._listener, self._endpoint.transport, self._tls, https_compatible=True
+        )
+        return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
+
+    async def aclose(self) -> None:
+        await self._listener.aclose()

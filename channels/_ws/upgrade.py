@@ -1,0 +1,226 @@
+"""The WebSocket opening handshake, both sides: the server's answer to an upgrade, the client's request.
+
+The handshake is the ``websockets`` library's (HTTP parsing, ``Sec-WebSocket-Accept``,
+subprotocol choice); this module moves its bytes. The subprotocol ``mcp`` is offered by our
+client and chosen by our server when the client offers it; a client that offers none is served all
+the same. Before a request is accepted, :class:`~channels._core.guard.RequestGuard` checks Host,
+Origin and the bearer token, and a wrong path gets 404.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import attrs
+import trio
+from websockets.client import ClientProtocol
+from websockets.datastructures import Headers
+from websockets.exceptions import InvalidStatus
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
+
+from .._core.channel import PeerInfo
+from .._core.fdio import RECEIVE_SIZE
+from .._core.guard import Rejection, RequestGuard
+from .._core.listener import HandshakeError
+from .._core.options import AccessDenied, ConnectError, ConnectOptions
+from .channel import WebSocketChannel
+
+# The websockets library logs every handshake at INFO; the daemon already logs each connection,
+# so its own logger is kept at WARNING (set "channels.websocket.wire" to DEBUG for a frame trace).
+wire_logger = logging.getLogger("channels.websocket.wire")
+wire_logger.setLevel(logging.WARNING)
+
+
+class _RedactCredentials(logging.Filter):
+    """At DEBUG, websockets logs every handshake header (``"< %s: %s"``): never the token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) == 2
+            and isinstance(args[0], str)
+            and args[0].lower() in ("authorization", "cookie", "proxy-authorization")
+        ):
+            record.args = (args[0], "[redacted]")
+        return True
+
+
+wire_logger.addFilter(_RedactCredentials())
+
+SUBPROTOCOL = Subprotocol("mcp")
+# What ends an HTTP/1.1 request's header section (RFC 9112 §2.1; websockets wants CRLF).
+END_OF_HEADERS = b"\r\n\r\n"
+
+
+async def accept_upgrade(
+    stream: trio.abc.Stream, peer: PeerInfo, path: str, guard: RequestGuard, max_message_bytes: int
+) -> WebSocketChannel:
+    """Read the upgrade request on ``stream``, check it, answer it; return the open channel.
+
+    A request for another path than ``path`` gets 404, one ``guard`` refuses (Host, Origin, token)
+    its status; either way the peer is answered before this raises. The channel owns ``stream``
+    once returned; until then the caller does, and closes it on failure.
+
+    Args:
+        stream: the connection, past its TLS handshake for ``wss``.
+        peer: what is known of the peer; the channel's adds ``Origin``, ``User-Agent`` and the
+            token's label.
+        path: the endpoint's path.
+        guard: the Host, Origin and bearer token checks.
+        max_message_bytes: the channel's message limit (the protocol's ``max_size``).
+
+    Raises:
+        HandshakeError: the peer left, sent no valid upgrade request, or was refused.
+    """
+    protocol = ServerProtocol(
+        max_size=max_message_bytes,
+        select_subprotocol=_select_subprotocol,
+        logger=wire_logger,
+    )
+    request, received = await _read_request(stream, protocol)
+    origins = request.headers.get_all("Origin")
+    agents = request.headers.get_all("User-Agent")
+    peer = attrs.evolve(
+        peer, origin=origins[0] if origins else None, user_agent=agents[0] if agents else None
+    )
+    outcome: Rejection | str | None
+    if request.path.partition("?")[0] != path:
+        outcome = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {path}")
+    else:
+        hosts = request.headers.get_all("Host")
+        outcome = guard.check(hosts[0] if len(hosts) == 1 else None, _raw_headers(request.headers))
+    if isinstance(outcome, Rejection):
+        await _send_response(stream, protocol, _rejection(protocol, outcome))
+        raise HandshakeError(f"upgrade refused with {outcome.status}: {outcome.message}")
+    response = protocol.accept(request)
+    await _send_response(stream, protocol, response)
+    if response.status_code != 101:
+        raise HandshakeError(
+            f"not a valid WebSocket upgrade ({protocol.handshake_exc}); answered {response.status_code}"
+        )
+    if outcome is not None:
+        peer = attrs.evolve(peer, credential=outcome)
+    return WebSocketChannel(stream, protocol, peer, max_message_bytes, received)
+
+
+async def request_upgrade(
+    stream: trio.abc.Stream, address: object, options: ConnectOptions
+) -> ClientProtocol:
+    """Send the upgrade request for ``address`` (with ``options.token``) and read the response.
+
+    Raises:
+        AccessDenied: refused with 401 or 403.
+        ConnectError: refused otherwise, or not a WebSocket server.
+    """
+    protocol = ClientProtocol(
+        parse_uri(str(address)),
+        subprotocols=[SUBPROTOCOL],
+        max_size=options.max_message_bytes,
+        logger=wire_logger,
+    )
+    request = protocol.connect()
+    if options.token is not None:
+        request.headers["Authorization"] = f"Bearer {options.token}"
+    protocol.send_request(request)
+    try:
+        await stream.send_all(b"".join(protocol.data_to_send()))
+        while protocol.state is State.CONNECTING and protocol.handshake_exc is None:
+            data = await stream.receive_some(RECEIVE_SIZE)
+            if data:
+                protocol.receive_data(data)
+            else:
+                protocol.receive_eof()
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise ConnectError(f"{address}: connection lost during the upgrade: {exc}") from None
+    failure = protocol.handshake_exc
+    if isinstance(failure, InvalidStatus):
+        status = failure.response.status_code
+        error = AccessDenied if status in (401, 403) else ConnectError
+        raise error(
+            f"{address}: upgrade refused with HTTP {status}" + _rejection_detail(bytes(failure.response.body))
+        )
+    if failure is not None:
+        raise ConnectError(f"{address}: not a WebSocket server: {failure}")
+    return protocol
+
+
+def _select_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+    """``mcp`` if the client offers it; otherwise no subprotocol (not a refusal)."""
+    return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+
+def _raw_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    return [
+        (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+        for name, value in headers.raw_items()
+    ]
+
+
+async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> tuple[Request, bytes]:
+    """Read until the upgrade request is complete; return it and the bytes that followed it.
+
+    The library gets the request's bytes only: frames sent before the answer (the client should
+    wait for it, RFC 6455 §4.1) are the channel's to read, from a frame boundary.
+
+    Raises:
+        HandshakeError: the peer left, or sent something that is not an HTTP request (it was
+            answered with 400, or 431/414 for oversized headers).
+    """
+    tail = b""  # the last bytes read, for an end of headers split between two reads
+    while True:
+        try:
+            data = await stream.receive_some(RECEIVE_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise HandshakeError(f"connection lost before the upgrade request: {exc}") from None
+        if not data:
+            raise HandshakeError("connection closed before a complete upgrade request")
+        end = (tail + data).find(END_OF_HEADERS)
+        cut = len(data) if end < 0 else end + len(END_OF_HEADERS) - len(tail)
+        protocol.receive_data(data[:cut])
+        tail = (tail + data)[-(len(END_OF_HEADERS) - 1) :]
+        for event in protocol.events_received():
+            if isinstance(event, Request):
+                return event, bytes(data[cut:])
+        if protocol.handshake_exc is not None:
+            pending = [chunk for chunk in protocol.data_to_send() if chunk]
+            if not pending:
+                protocol.send_response(protocol.reject(400, "Bad Request: not an HTTP request\n"))
+            await _send_response(stream, protocol, None, pending)
+            raise HandshakeError(f"not an upgrade request: {protocol.handshake_exc}")
+
+
+def _rejection(protocol: ServerProtocol, rejection: Rejection) -> Response:
+    response = protocol.reject(rejection.status, rejection.body().decode())
+    del response.headers["Content-Type"]
+    for name, value in rejection.headers():
+        response.headers[name.decode()] = value.decode()
+    return response
+
+
+async def _send_response(
+    stream: trio.abc.Stream,
+    protocol: ServerProtocol,
+    response: Response | None,
+    pending: Sequence[bytes] = (),
+) -> None:
+    """Send the handshake response (and anything the protocol queued before it)."""
+    if response is not None:
+        protocol.send_response(response)
+    data = b"".join([*pending, *protocol.data_to_send()])
+    try:
+        await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise HandshakeError(f"connection lost while answering the upgrade: {exc}") from None
+
+
+def _rejection_detail(body: bytes | None) -> str:
+    if not body:
+        return ""
+    text = body[:200].decode(errors="replace")
+    return f": {text}"
