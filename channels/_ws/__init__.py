@@ -2,8 +2,9 @@
 
 ``address`` is the two address kinds (listening, connecting); ``listener`` accepts connections
 and establishes each in its own task; ``upgrade`` is the opening handshake, both sides;
-``channel`` moves messages over an open WebSocket with the ``websockets`` library's sans-I/O core;
-``frames`` reads and writes the common frame shapes without the library's general parser.
+``channel`` moves messages over an open WebSocket with the ``websockets`` library's sans-I/O core,
+building on its read path (``receiver``) and write path (``sender``); ``frames`` reads and writes
+the common frame shapes without the library's general parser.
 
 Import rule: ``channels._core`` and ``channels._sockets``.
 """

@@ -8,7 +8,9 @@ that one read brings in is delivered without another read (:meth:`receive_nowait
 messages leaves in one write (:meth:`send_many`), synchronously when the socket takes it all.
 The frames nearly every message travels in (one whole message in one text frame) are read and
 written by :mod:`channels._ws.frames` without the library's general parser; everything else is the
-library's.
+library's. The read path is :class:`~channels._ws.receiver.FrameReceiver`, the write path
+:class:`~channels._ws.sender.FrameSender`, the bases this class builds on; here are the public
+methods, keepalive and closing.
 
 trio-websocket was the first choice; its design (a reader task handing each message through a
 memory channel to the application, one ``send_all`` per message, wsproto's pure-Python frame
@@ -20,28 +22,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import deque
 from collections.abc import Sequence
 from typing import final
 
 import trio
-from websockets.frames import Frame, Opcode
-from websockets.protocol import Protocol, Side, State
+from websockets.protocol import Protocol, State
 
-from .._core.channel import CloseReason, MessageChannel, PeerInfo
-from .._core.errors import InvalidMessage, SendTimeout
-from .._core.fdio import (
-    discard_unread,
-    receive_fd_getter,
-    receive_some,
-    send_all_within,
-    send_fd_getter,
-    write_now,
-)
-from .._core.jsonrpc import JSONObject, decode, encode, validate
-from .._core.lock import HandoffLock
+from .._core.channel import CloseReason, PeerInfo
+from .._core.fdio import discard_unread
+from .._core.jsonrpc import JSONObject, decode
 from .._core.stream import DEFAULT_MAX_MESSAGE_BYTES
-from .frames import frame_extent, take_text_frames, text_frame_header
+from .receiver import FrameReceiver
 
 logger = logging.getLogger("channels.websocket")
 
@@ -49,9 +40,6 @@ logger = logging.getLogger("channels.websocket")
 CLOSE_TIMEOUT = 2.0
 # RFC 6455 §5.5: a control frame's payload is at most 125 bytes, two of which hold the code.
 MAX_CLOSE_REASON_BYTES = 123
-# Close codes that end a channel in order (EndOfChannel): normal, going away, and no status code
-# (RFC 6455 §7.4.1). Any other code is an error close.
-ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
 
 
 def _short(text: str) -> str:
@@ -59,7 +47,7 @@ def _short(text: str) -> str:
 
 
 @final
-class WebSocketChannel(MessageChannel):
+class WebSocketChannel(FrameReceiver):
     """JSON-RPC messages over an open WebSocket, one per text frame.
 
     Args:
@@ -84,31 +72,7 @@ class WebSocketChannel(MessageChannel):
         send_timeout: see :attr:`MessageChannel.send_timeout`; ``None`` (no limit) at first.
     """
 
-    __slots__ = (
-        "_closed",
-        "_end",
-        "_fragments",
-        "_messages",
-        "_owed",
-        "_partial",
-        "_partial_size",
-        "_peer",
-        "_protocol",
-        "_read_started",
-        "_reads",
-        "_receive_fd",
-        "_receiving",
-        "_send_fd",
-        "_sending",
-        "_server_side",
-        "_stream",
-        "_write_broken",
-        "_write_lock",
-        "bytes_received",
-        "bytes_sent",
-        "max_message_bytes",
-        "send_timeout",
-    )
+    __slots__ = ("_peer",)
 
     def __init__(
         self,
@@ -118,41 +82,8 @@ class WebSocketChannel(MessageChannel):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         received: bytes = b"",
     ) -> None:
-        self._stream = stream
-        self._protocol = protocol
+        super().__init__(stream, protocol, max_message_bytes, received)
         self._peer = peer
-        self.max_message_bytes = max_message_bytes
-        self.send_timeout: float | None = None
-        self._send_fd = send_fd_getter(stream)
-        self._receive_fd = receive_fd_getter(stream)
-        # The shortcuts of _wsframes read masked frames and write unmasked ones: a server's.
-        self._server_side = protocol.side is Side.SERVER
-        # The start of a frame not complete yet, held back so that the library only ever gets
-        # whole frames; and its full size, once its header is in (0 until then).
-        self._partial = bytearray()
-        self._partial_size = 0
-        self._messages: deque[str] = deque()
-        self._fragments: list[bytes] | None = None
-        self._end: Exception | None = None  # what receive raises once the messages run out
-        self._closed = False
-        self._receiving = False
-        self._sending = False
-        # Data frames, pings, pongs and the close frame must not interleave.
-        self._write_lock = HandoffLock()
-        self._write_broken = False
-        # For keepalive: reads started so far, and the number of the one waiting for bytes (0 when
-        # none is): a counter, not a clock, so that a read costs no call to trio.current_time().
-        self._reads = 0
-        self._read_started = 0
-        self.bytes_received = 0
-        self.bytes_sent = 0
-        # Whether the library owes the peer something (a pong, a closing reply) for frames that
-        # came with the handshake: written before the first read.
-        self._owed = False
-        if received:
-            self._receive_bytes(received)
-            self._take_events()
-            self._owed = True
 
     @property
     def peer(self) -> PeerInfo:
@@ -225,129 +156,6 @@ class WebSocketChannel(MessageChannel):
             raise self._end
         raise trio.WouldBlock
 
-    async def _read(self) -> None:
-        """One read: feed it to the protocol and collect messages.
-
-        Then write what the protocol owes the peer (pongs, the closing handshake).
-        """
-        if self._owed:
-            self._owed = False
-            await self._flush(self._protocol.data_to_send())
-        self._reads += 1
-        self._read_started = self._reads
-        try:
-            data = await receive_some(self._stream, self._receive_fd)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            if self._closed:
-                raise trio.ClosedResourceError("channel was closed") from None
-            if self._end is None:
-                self._end = trio.BrokenResourceError(f"connection lost: {exc}")
-            return
-        finally:
-            self._read_started = 0
-        self.bytes_received += len(data)
-        protocol = self._protocol
-        if data:
-            self._receive_bytes(data)
-        else:
-            if self._partial:  # a frame cut short: the library says what that means
-                protocol.receive_data(bytes(self._partial))
-                self._partial.clear()
-            protocol.receive_eof()
-        self._take_events()
-        pending = protocol.data_to_send()
-        if pending:  # a pong, a close frame, the end of TCP
-            await self._flush(pending)
-
-    def _take_events(self) -> None:
-        """Collect the messages in the frames the library has parsed, and notice the end."""
-        protocol = self._protocol
-        for event in protocol.events_received():
-            if self._end is None and isinstance(event, Frame):
-                if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
-                    self._text(event.data)  # a whole message in one frame
-                else:
-                    self._frame(event)
-        if self._end is None and protocol.state is not State.OPEN:
-            self._end = self._ending()
-
-    def _receive_bytes(self, data: bytes | bytearray) -> None:
-        """Take the simple text frames at the front, and give the library the other whole frames.
-
-        The start of an incomplete frame is kept until the rest arrives, so that the library is
-        always between frames when this method reads the next one (see :mod:`channels._ws.frames`).
-        """
-        if self._partial:
-            self._partial += data
-            if len(self._partial) < self._partial_size:
-                return  # a large frame still arriving: nothing to look at yet
-            data = bytes(self._partial)
-            self._partial.clear()
-        protocol = self._protocol
-        if not self._server_side or protocol.state is not State.OPEN:
-            protocol.receive_data(data)  # the library's alone, from now on
-            return
-        taken = 0
-        if self._fragments is None:  # else a text frame is a protocol error: the library says so
-            payloads, taken = take_text_frames(data, self.max_message_bytes)
-            for payload in payloads:
-                self._text(payload)
-                if self._end is not None:
-                    return  # invalid UTF-8: the connection is failing; the library drops the rest
-        whole = taken
-        while (extent := frame_extent(data, whole)) is not None:
-            header, length = extent
-            if length > self.max_message_bytes:
-                whole, extent = len(data), None  # the library refuses it from its header (1009)
-                break
-            if whole + header + length > len(data):
-                break  # incomplete: kept, with its size
-            whole += header + length
-        self._partial_size = sum(extent) if extent is not None else 0  # 0: header incomplete
-        if whole > taken:
-            protocol.receive_data(data[taken:whole])
-        self._partial += data[whole:]
-
-    def _frame(self, frame: Frame) -> None:
-        data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
-        if frame.opcode is Opcode.TEXT:
-            if frame.fin:
-                self._text(data)
-            else:
-                self._fragments = [data]
-        elif frame.opcode is Opcode.CONT and self._fragments is not None:
-            self._fragments.append(data)
-            if frame.fin:
-                self._text(b"".join(self._fragments))
-                self._fragments = None
-        elif frame.opcode is Opcode.BINARY or frame.opcode is Opcode.CONT:
-            self._protocol.fail(
-                CloseReason.UNSUPPORTED_DATA.value, "binary frames are not accepted: send JSON-RPC as text"
-            )
-            self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
-
-    def _text(self, data: bytes | bytearray | memoryview) -> None:
-        """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8."""
-        try:
-            self._messages.append(str(data, "utf-8"))
-        except UnicodeDecodeError:
-            self._protocol.fail(1007, "invalid UTF-8 in a text frame")
-            self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
-
-    def _ending(self) -> Exception:
-        """What ``receive`` raises once the protocol has left the OPEN state."""
-        protocol = self._protocol
-        received, sent = protocol.close_rcvd, protocol.close_sent
-        if received is not None and (sent is None or protocol.close_rcvd_then_sent):
-            code, reason = received.code, received.reason
-            if code in ORDERLY_CLOSE_CODES:
-                return trio.EndOfChannel()
-            return trio.BrokenResourceError(f"closed by the peer with {code} {reason}".rstrip())
-        if sent is not None:  # this side failed the connection (1007, 1009...)
-            code, reason = sent.code, sent.reason
-            return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
-        return trio.BrokenResourceError("connection lost without a close frame")
-
     # -- sending ----------------------------------------------------------------------------------
 
     async def send(self, value: JSONObject) -> None:
@@ -380,85 +188,6 @@ class WebSocketChannel(MessageChannel):
             As :meth:`send`; a ``ValueError`` or ``TypeError`` means none of the batch was written.
         """
         await self._send_batch(messages)
-
-    async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
-        if self._sending:
-            raise trio.BusyResourceError("another task is already sending on this channel")
-        for message in messages:
-            try:
-                validate(message)
-            except InvalidMessage as exc:
-                raise ValueError(f"not a JSON-RPC message: {exc}") from None
-        self._sending = True
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            self._check_sendable()
-            if not self._server_side:  # a client masks its frames: the library's job
-                for message in messages:
-                    self._protocol.send_text(encode(message, newline=False))
-                return await self._write(b"".join(self._protocol.data_to_send()))
-            frames: list[bytes] = []
-            for message in messages:
-                payload = encode(message, newline=False)
-                frames += (text_frame_header(len(payload)), payload)
-            return await self._write(b"".join(frames))
-        finally:
-            self._sending = False
-
-    def _check_sendable(self) -> None:
-        if self._closed:
-            raise trio.ClosedResourceError("channel was closed")
-        if self._write_broken:
-            raise trio.BrokenResourceError("an earlier send failed or timed out")
-        if self._protocol.state is not State.OPEN:
-            raise trio.BrokenResourceError("the connection is closing")
-
-    async def _flush(self, data: list[bytes]) -> None:
-        """Write what the protocol has queued (``data_to_send()``: a pong, a close frame, EOF)."""
-        if data and not self._write_broken:
-            try:
-                # b"" is the protocol's cue to end TCP (SEND_EOF).
-                await self._write(b"".join(data), eof=b"" in data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the reading side will find out
-
-    async def _write(self, data: bytes, *, eof: bool = False) -> bool:
-        """Write ``data`` whole, then half-close TCP if ``eof``; True if that had to wait.
-
-        Holds the write lock throughout, so that no other write, and no EOF, can come between
-        the parts of a frame.
-        """
-        if not data and not eof:
-            return False
-        await self._write_lock.acquire()
-        try:
-            sent = write_now(self._send_fd, data)
-            if sent < len(data):
-                try:
-                    await self._write_rest(memoryview(data)[sent:])
-                except BaseException:
-                    # Cancelled or failed part-way: part of a frame may be on the wire, and no
-                    # frame may follow it.
-                    self._write_broken = True
-                    raise
-            self.bytes_sent += len(data)
-            if eof and isinstance(self._stream, trio.abc.HalfCloseableStream):
-                await self._stream.send_eof()
-            return sent < len(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._write_broken = True
-            if self._closed:
-                raise trio.ClosedResourceError("channel was closed") from None
-            raise
-        finally:
-            self._write_lock.release()
-
-    async def _write_rest(self, data: memoryview) -> None:
-        if await send_all_within(self._stream, data, self.send_timeout):
-            # Part of a frame may be on the wire: nothing may follow it, not even a close frame.
-            self._write_broken = True
-            await trio.aclose_forcefully(self._stream)
-            raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
 
     # -- keepalive and closing --------------------------------------------------------------------
 

@@ -1,0 +1,205 @@
+"""The read path of a WebSocket channel: one read, whole frames to the library, text frames to messages.
+
+:class:`FrameReceiver` is the base :class:`~channels._ws.channel.WebSocketChannel` builds on, never
+used alone. A server reads the common frames (one whole message in one text frame) with
+:func:`~channels._ws.frames.take_text_frames`, and hands the ``websockets`` library every other
+whole frame; the start of an incomplete frame is held back, so that the library is always between
+frames. What the library owes the peer after a read (a pong, the closing reply) is written at once,
+through the write side it inherits from :class:`~channels._ws.sender.FrameSender`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import trio
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Protocol, State
+
+from .._core.channel import CloseReason
+from .._core.fdio import receive_fd_getter, receive_some
+from .frames import frame_extent, take_text_frames
+from .sender import FrameSender
+
+# Close codes that end a channel in order (EndOfChannel): normal, going away, and no status code
+# (RFC 6455 §7.4.1). Any other code is an error close.
+ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
+
+
+class FrameReceiver(FrameSender):
+    """The read side of :class:`~channels._ws.channel.WebSocketChannel`, its base class.
+
+    Args:
+        stream: the connection; the channel owns it and closes it.
+        protocol: the ``websockets`` protocol object, past its opening handshake.
+        max_message_bytes: longest message accepted (also the protocol's ``max_size``).
+        received: bytes that followed the opening handshake in its last read, read first.
+
+    Attributes:
+        max_message_bytes: the limit given to the constructor.
+    """
+
+    __slots__ = (
+        "_end",
+        "_fragments",
+        "_messages",
+        "_owed",
+        "_partial",
+        "_partial_size",
+        "_read_started",
+        "_reads",
+        "_receive_fd",
+        "_receiving",
+        "bytes_received",
+        "max_message_bytes",
+    )
+
+    def __init__(
+        self, stream: trio.abc.Stream, protocol: Protocol, max_message_bytes: int, received: bytes
+    ) -> None:
+        super().__init__(stream, protocol)
+        self.max_message_bytes = max_message_bytes
+        self._receive_fd = receive_fd_getter(stream)
+        # The start of a frame not complete yet, held back so that the library only ever gets
+        # whole frames; and its full size, once its header is in (0 until then).
+        self._partial = bytearray()
+        self._partial_size = 0
+        self._messages: deque[str] = deque()
+        self._fragments: list[bytes] | None = None
+        self._end: Exception | None = None  # what receive raises once the messages run out
+        self._receiving = False
+        # For keepalive: reads started so far, and the number of the one waiting for bytes (0 when
+        # none is): a counter, not a clock, so that a read costs no call to trio.current_time().
+        self._reads = 0
+        self._read_started = 0
+        self.bytes_received = 0
+        # Whether the library owes the peer something (a pong, a closing reply) for frames that
+        # came with the handshake: written before the first read.
+        self._owed = False
+        if received:
+            self._receive_bytes(received)
+            self._take_events()
+            self._owed = True
+
+    async def _read(self) -> None:
+        """One read: feed it to the protocol and collect messages.
+
+        Then write what the protocol owes the peer (pongs, the closing handshake).
+        """
+        if self._owed:
+            self._owed = False
+            await self._flush(self._protocol.data_to_send())
+        self._reads += 1
+        self._read_started = self._reads
+        try:
+            data = await receive_some(self._stream, self._receive_fd)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if self._closed:
+                raise trio.ClosedResourceError("channel was closed") from None
+            if self._end is None:
+                self._end = trio.BrokenResourceError(f"connection lost: {exc}")
+            return
+        finally:
+            self._read_started = 0
+        self.bytes_received += len(data)
+        protocol = self._protocol
+        if data:
+            self._receive_bytes(data)
+        else:
+            if self._partial:  # a frame cut short: the library says what that means
+                protocol.receive_data(bytes(self._partial))
+                self._partial.clear()
+            protocol.receive_eof()
+        self._take_events()
+        pending = protocol.data_to_send()
+        if pending:  # a pong, a close frame, the end of TCP
+            await self._flush(pending)
+
+    def _take_events(self) -> None:
+        """Collect the messages in the frames the library has parsed, and notice the end."""
+        protocol = self._protocol
+        for event in protocol.events_received():
+            if self._end is None and isinstance(event, Frame):
+                if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
+                    self._text(event.data)  # a whole message in one frame
+                else:
+                    self._frame(event)
+        if self._end is None and protocol.state is not State.OPEN:
+            self._end = self._ending()
+
+    def _receive_bytes(self, data: bytes | bytearray) -> None:
+        """Take the simple text frames at the front, and give the library the other whole frames.
+
+        The start of an incomplete frame is kept until the rest arrives, so that the library is
+        always between frames when this method reads the next one (see :mod:`channels._ws.frames`).
+        """
+        if self._partial:
+            self._partial += data
+            if len(self._partial) < self._partial_size:
+                return  # a large frame still arriving: nothing to look at yet
+            data = bytes(self._partial)
+            self._partial.clear()
+        protocol = self._protocol
+        if not self._server_side or protocol.state is not State.OPEN:
+            protocol.receive_data(data)  # the library's alone, from now on
+            return
+        taken = 0
+        if self._fragments is None:  # else a text frame is a protocol error: the library says so
+            payloads, taken = take_text_frames(data, self.max_message_bytes)
+            for payload in payloads:
+                self._text(payload)
+                if self._end is not None:
+                    return  # invalid UTF-8: the connection is failing; the library drops the rest
+        whole = taken
+        while (extent := frame_extent(data, whole)) is not None:
+            header, length = extent
+            if length > self.max_message_bytes:
+                whole, extent = len(data), None  # the library refuses it from its header (1009)
+                break
+            if whole + header + length > len(data):
+                break  # incomplete: kept, with its size
+            whole += header + length
+        self._partial_size = sum(extent) if extent is not None else 0  # 0: header incomplete
+        if whole > taken:
+            protocol.receive_data(data[taken:whole])
+        self._partial += data[whole:]
+
+    def _frame(self, frame: Frame) -> None:
+        data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
+        if frame.opcode is Opcode.TEXT:
+            if frame.fin:
+                self._text(data)
+            else:
+                self._fragments = [data]
+        elif frame.opcode is Opcode.CONT and self._fragments is not None:
+            self._fragments.append(data)
+            if frame.fin:
+                self._text(b"".join(self._fragments))
+                self._fragments = None
+        elif frame.opcode is Opcode.BINARY or frame.opcode is Opcode.CONT:
+            self._protocol.fail(
+                CloseReason.UNSUPPORTED_DATA.value, "binary frames are not accepted: send JSON-RPC as text"
+            )
+            self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
+
+    def _text(self, data: bytes | bytearray | memoryview) -> None:
+        """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8."""
+        try:
+            self._messages.append(str(data, "utf-8"))
+        except UnicodeDecodeError:
+            self._protocol.fail(1007, "invalid UTF-8 in a text frame")
+            self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
+
+    def _ending(self) -> Exception:
+        """What ``receive`` raises once the protocol has left the OPEN state."""
+        protocol = self._protocol
+        received, sent = protocol.close_rcvd, protocol.close_sent
+        if received is not None and (sent is None or protocol.close_rcvd_then_sent):
+            code, reason = received.code, received.reason
+            if code in ORDERLY_CLOSE_CODES:
+                return trio.EndOfChannel()
+            return trio.BrokenResourceError(f"closed by the peer with {code} {reason}".rstrip())
+        if sent is not None:  # this side failed the connection (1007, 1009...)
+            code, reason = sent.code, sent.reason
+            return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
+        return trio.BrokenResourceError("connection lost without a close frame")
