@@ -14,6 +14,8 @@ ends afterwards.
 The checks themselves live beside this module, by what they need: ``_one_way`` (one direction at a
 time, every way a channel ends), ``_blocking`` (a sender that blocks), ``_duplex`` (both directions
 at once); ``_support`` holds the messages and expectations they share.
+
+Import rule: ``channels`` (its rooms), trio and the standard library; never pytest.
 """
 
 from __future__ import annotations
