@@ -36,7 +36,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from sdkhttp import _bare_errors
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # tests/e2e/ -> the repository
 SDK_SERVER = str(REPO / "tests" / "sdk_server.py")
 PYTHON = sys.executable
 

@@ -36,7 +36,7 @@ from channels._mcp.headers import claimed_version
 from channels._mcp.params import ToolHeaders, param_headers
 from channels._sockets.endpoint import parse_endpoint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]  # tests/channels/http/ -> the repository
 SDK_HTTP_SERVER = str(REPO / "tests" / "sdk_http_server.py")
 CONNECT = ["-m", "bridge", "connect"]  # the real command, run from the repository root
 
