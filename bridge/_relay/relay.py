@@ -1,7 +1,7 @@
 """Per-connection relay: one client channel to one child, with stdio semantics kept exactly.
 
 Messages pass both ways unchanged in meaning (re-encoded canonically by the channels). The relay keeps
-the bookkeeping that makes the guarantees hold (DESIGN.md §5):
+the bookkeeping that makes the guarantees hold (docs/design.md §5):
 
 * every request the client sends gets exactly one reply: the child's, or the bridge's error when the
   child exits, the connection is ending, or the request cannot be forwarded (1);

@@ -2,7 +2,7 @@
 
 Bad client input is answered (``-32700``/``-32600``) and never reaches the child; requests are
 refused here when the bridge is stopping, when the id is already in flight or when too many are;
-the client's answers reach the child only for requests the child sent (DESIGN.md §5).
+the client's answers reach the child only for requests the child sent (docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Replies reach the client only for requests in flight, each exactly once: a reply is marked
 answered only after it was written. Junk on the child's stdout is logged and dropped; an over-long
-reply is answered with ``-31001`` for its request (DESIGN.md §5).
+reply is answered with ``-31001`` for its request (docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import attrs
 from .auth import TokenSet
 from .stream import DEFAULT_MAX_MESSAGE_BYTES
 
-# Unix socket files are created owner-only unless the operator widens them (DESIGN.md §5.7).
+# Unix socket files are created owner-only unless the operator widens them (docs/design.md §5.7).
 DEFAULT_SOCKET_MODE = 0o600
 
 # The handshake deadline (TLS, WebSocket upgrade, authentication): a complete request may never

@@ -256,7 +256,7 @@ class SessionChannel(MessageChannel):
         self._inbound_send.close()
         self._inbound.close()
         for key, stream in list(self.requests.items()):
-            # Every request gets a reply (DESIGN.md §5.1): the bridge answers what is in flight
+            # Every request gets a reply (docs/design.md §5.1): the bridge answers what is in flight
             # before it closes, so this only catches what it could not.
             stream.put(encode(session_ended(key[1]), newline=False), final=True)
         self.requests.clear()
