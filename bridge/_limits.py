@@ -1,7 +1,7 @@
 """Limits and timeouts, each with what it protects and where the number comes from.
 
-The table is ``reliability-anchors.md`` §4. Every value can be changed on the command line; the README
-lists them with their flags.
+The table is docs/reference/limits.md, and where each default comes from is docs/design.md §6.
+Every value can be changed on the command line; docs/reference/options.md lists the flags.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from ._errors import ConfigError
 
 MiB = 1024 * 1024
 
-# Longest message a client may send: python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE (4 MiB) for HTTP.
 __all__ = ["Limits"]
 
+# Longest message a client may send: python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE (4 MiB) for HTTP.
 MAX_CLIENT_MESSAGE = 4 * MiB
 # Longest line a child may write: tool results carry base64 blobs; hypercorn allows 16 MiB WebSocket
 # messages. python-sdk's stdio transport has no limit at all, which is the gap this closes.
 MAX_CHILD_MESSAGE = 16 * MiB
-# Requests one connection may have in flight: bounds the id table (reliability-anchors §4).
+# Requests one connection may have in flight: bounds the id table one connection can grow.
 MAX_IN_FLIGHT = 256
 # Connections served at once across all listeners: HAProxy-style maxconn, sized for one host where
 # each connection costs a child process.
@@ -29,13 +29,15 @@ MAX_CONNECTIONS = 256
 # Shared mode: messages queued for one client before it is disconnected as too slow (the child's
 # reader never waits for a client). websockets' max_queue is 16; 64 keeps a pipelining client busy.
 CLIENT_QUEUE = 64
-# ... and bytes (reliability-anchors §4: "64 messages or 8 MiB, whichever comes first").
+# ... and bytes, whichever bound comes first (Envoy's flow control bounds a connection's buffers in
+# bytes, not in messages: one message may be 16 MiB).
 CLIENT_QUEUE_BYTES = 8 * MiB
-# Consecutive invalid messages tolerated before a client is disconnected (reliability-anchors #15).
+# Consecutive invalid messages tolerated before a client is disconnected: one mistake is answered and
+# the connection goes on; a peer speaking another protocol (HTTP to a tcp: listener) is cut off.
 MAX_CONSECUTIVE_ERRORS = 10
 
 # One write to a client may take this long; after it the client is treated as gone (slow-read
-# protection, reliability-anchors §4).
+# protection: a client that stops reading cannot hold its writer, or its child, forever).
 SEND_TIMEOUT = 30.0
 # After a client's EOF, its in-flight replies may take this long (socat's -t is 0.5 s, for bytes;
 # a tool call needs far longer).

@@ -1,9 +1,9 @@
 """The child: an MCP server launched as a process, its stdio as a channel, stopped in MCP order.
 
-Launch (``reliability-anchors.md`` §3): argv is executed directly, never through a shell; the child
-gets its own session and process group (so the whole group can be signalled); its environment is
-built explicitly, from a short allowlist of inherited variables plus what the operator configured,
-so nothing of the bridge's (socket-activation or notify variables, credentials) leaks into it, and no
+Launch (docs/design.md §5.7): argv is executed directly, never through a shell; the child gets its
+own session and process group (so the whole group can be signalled); its environment is built
+explicitly, from a short allowlist of inherited variables plus what the operator configured, so
+nothing of the bridge's (socket-activation or notify variables, credentials) leaks into it, and no
 client data ever reaches argv or the environment.
 
 Stop, the MCP shutdown order, every step bounded and shielded from cancellation:
@@ -166,7 +166,7 @@ class ChildProcess:
         """Count (and log, rate-limited) a stdout line that was dropped.
 
         The spec forbids a server to write anything but MCP messages there, but killing it for that
-        would turn a stray print into an outage (reliability-anchors scenario 1).
+        would turn a stray print into an outage.
         """
         self.garbage_lines += 1
         allowed, suppressed = self._garbage_log.admit(trio.current_time())

@@ -20,8 +20,8 @@ logger = logging.getLogger("bridge.child")
 
 # One stderr line is logged up to this many bytes; tracebacks fit, base64 dumps do not.
 MAX_STDERR_LINE = 8 * 1024
-# Lines logged per second per child before the rest are counted and summarised once a second
-# (reliability-anchors §4: 100 lines/s).
+# Lines logged per second per child before the rest are counted and summarised once a second, so
+# that a flood cannot fill the journal (docs/design.md §6).
 STDERR_LINES_PER_SECOND = 100
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

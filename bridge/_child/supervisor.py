@@ -1,6 +1,6 @@
 """The shared-mode child supervisor: one child for every client, restarted with backoff when it dies.
 
-Two layers (``reliability-anchors.md`` §3, "Supervising the child"):
+Two layers (the numbers, and where each comes from, are in docs/design.md §6):
 
 * :class:`RestartPolicy` and :class:`RestartTracker`, sans-IO: the numbers, and the bookkeeping that
   turns a history of starts and exits into "restart in so many seconds" or "give up". They take the
@@ -33,23 +33,25 @@ from .process import ChildProcess, ChildSpec, describe_exit, open_child
 
 logger = logging.getLogger("bridge.supervisor")
 
-# First delay before a restart: reliability-anchors §3 ("the floor is >= 0.5 s"); daemontools'
-# supervise and s6 wait 1 s between starts. It stops a crashing child from becoming a busy loop.
+# First delay before a restart: daemontools' supervise(8) "pauses for a second after starting ./run,
+# so that it does not loop too quickly", and s6 waits 1 s too; half that here, doubling from there.
+# It stops a crashing child from becoming a busy loop.
 RESTART_FLOOR = 0.5
-# Longest delay before a restart (§3: "cap at 30 s"); systemd's RestartMaxDelaySec plays this role.
+# Longest delay before a restart; systemd's RestartMaxDelaySec plays this role.
 RESTART_CAP = 30.0
-# Each consecutive restart waits this many times longer than the one before (§3: "multiply by 2").
+# Each consecutive restart waits this many times longer than the one before (exponential backoff, as
+# systemd's RestartSteps= climbs to RestartMaxDelaySec=).
 RESTART_MULTIPLIER = 2.0
-# Each delay is scaled by a random factor in [1 - JITTER, 1 + JITTER] (§3: "±20 % jitter"), so
-# bridges restarted by the same event do not restart their children in lockstep.
+# Each delay is scaled by a random factor in [1 - JITTER, 1 + JITTER] (±20 %), so bridges restarted
+# by the same event do not restart their children in lockstep.
 RESTART_JITTER = 0.2
 # A child up this long is "stable" and its exit resets the backoff to the floor: supervisord's
-# ``startsecs`` (§3: stable_after = 10 s), like systemd resetting its restart counter.
+# ``startsecs``, like systemd resetting its restart counter.
 STABLE_AFTER = 10.0
 # More than CRASH_LIMIT unexpected exits within CRASH_WINDOW seconds means the child is
-# crash-looping and the bridge gives up: systemd's StartLimitBurst=5 / StartLimitIntervalSec (§3:
-# "more than 5 failures within 60 s"; systemd's default interval is 10 s, ours is longer because the
-# backoff already spaces the restarts out).
+# crash-looping and the bridge gives up: systemd's StartLimitBurst=5 / StartLimitIntervalSec
+# (systemd's default interval is 10 s; ours is longer because the backoff already spaces the
+# restarts out).
 CRASH_LIMIT = 5
 CRASH_WINDOW = 60.0
 

@@ -4,10 +4,10 @@ MCP 2026-07-28 is stateless: a modern (or dual-era) server serves every request 
 request itself carries, so one child can be shared by all clients. A legacy server keeps the state of
 its ``initialize`` handshake for the life of the process, so each client needs a child of its own.
 
-The probe is the one the spec asks dual-era clients to make on stdio (2026-07-28 ``versioning.mdx``;
-digest §3.1 item 15): send ``server/discover`` with the modern ``_meta`` before anything else; a
-``DiscoverResult`` or a recognised modern error (``-32020``, ``-32021``, ``-32022``) means modern;
-any other error, or no answer, means legacy. The fallback is never keyed to one error code: legacy
+The probe is the one the spec asks dual-era clients to make on stdio (2026-07-28
+``basic/versioning.mdx``, backward compatibility): send ``server/discover`` with the modern
+``_meta`` before anything else; a ``DiscoverResult`` or a recognised modern error (``-32020``,
+``-32021``, ``-32022``) means modern; any other error, or no answer, means legacy. The fallback is never keyed to one error code: legacy
 servers answer ``-32601`` or ``-32602`` or nothing at all.
 
 Legacy is the safe verdict (one child per connection works with every server), so modern is given

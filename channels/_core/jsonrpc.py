@@ -4,7 +4,7 @@ A message is a plain ``dict`` (the JSON object). Bodies stay opaque: on the hot 
 structured into classes, and only ``jsonrpc``, ``id``, ``method``, ``result`` and ``error`` are looked at.
 
 Decoding is strict, because whatever is accepted here is forwarded to a child or a client
-(``reliability-anchors.md`` scenario 16):
+(docs/design.md §5.2):
 
 * UTF-8 only, decoded strictly *before* parsing (``json.loads(bytes)`` would guess UTF-16/32);
 * one JSON object per line: arrays (JSON-RPC batches, removed from MCP in 2025-06-18), scalars and two

@@ -24,20 +24,21 @@ legacy ones), and re-exports the others, so that a server imports its rules from
 * :mod:`channels._mcp.modern`: the modern checks of those headers (step 4).
 * :mod:`channels._mcp.refusal`: :class:`HttpRefusal`, the error codes and their statuses.
 
-Sources, cited by short name in the comments below (snapshot dates in
-``shared/reference/mcp-spec-digest.md`` §0):
+Sources, cited by short name in the comments below, each as read at the commit named:
 
-* SPEC: ``modelcontextprotocol/modelcontextprotocol``, ``docs/specification/2026-07-28/`` (HTTP:
-  ``basic/transports/streamable-http.mdx``; ``_meta``: ``basic/index.mdx``; eras:
-  ``basic/versioning.mdx``) and ``docs/specification/2025-11-25/basic/transports.mdx``.
-* TS: ``modelcontextprotocol/typescript-sdk``, ``packages/core-internal/src/shared/``
-  (``inboundClassification.ts``, ``mcpParamHeaders.ts``, ``mediaType.ts``) and
-  ``packages/server/src/server/`` (``createMcpHandler.ts``, ``streamableHttp.ts``).
-* PY: ``modelcontextprotocol/python-sdk``, ``src/mcp/shared/inbound.py`` and
-  ``src/mcp/server/streamable_http.py``.
-* CONF: ``modelcontextprotocol/conformance``, ``src/scenarios/server/stateless.ts`` (scenario
-  ``server-stateless``) and ``http-standard-headers.ts`` (``http-header-validation``,
-  ``http-custom-header-server-validation``).
+* SPEC: ``modelcontextprotocol/modelcontextprotocol`` at ``b0f60ba`` (2026-08-22),
+  ``docs/specification/2026-07-28/`` (HTTP: ``basic/transports/streamable-http.mdx``; ``_meta``:
+  ``basic/index.mdx``; eras: ``basic/versioning.mdx``) and
+  ``docs/specification/2025-11-25/basic/transports.mdx``.
+* TS: ``modelcontextprotocol/typescript-sdk`` at ``3924de9`` (2026-08-18),
+  ``packages/core-internal/src/shared/`` (``inboundClassification.ts``, ``mcpParamHeaders.ts``,
+  ``mediaType.ts``) and ``packages/server/src/server/`` (``createMcpHandler.ts``,
+  ``streamableHttp.ts``).
+* PY: ``modelcontextprotocol/python-sdk`` at ``57394b0`` (2026-08-20), ``src/mcp/shared/inbound.py``
+  and ``src/mcp/server/streamable_http.py``.
+* CONF: ``modelcontextprotocol/conformance`` at ``c321dd3`` (2026-08-07, 0.2.0-alpha.11),
+  ``src/scenarios/server/stateless.ts`` (scenario ``server-stateless``) and
+  ``http-standard-headers.ts`` (``http-header-validation``, ``http-custom-header-server-validation``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Unix domain socket channels, with a listener that is safe to run as a daemon.
 
-Creating the socket file (``reliability-anchors.md`` §5.5, scenarios 29 and 30):
+Creating the socket file, where the path may already be taken (docs/design.md §5.7: created 0600, or
+0660 with a group, without a permission window; a live socket is never stolen):
 
 * The path must fit ``sun_path`` (107 bytes plus NUL, unix(7)); checked before anything is created.
 * The file is created by ``bind`` under a umask that leaves only the owner's bits, so there is no

@@ -197,7 +197,8 @@ class McpEndpoint:
     def _session(self, call: HttpCall, session_id: bytes) -> SessionChannel:
         """The live session ``session_id`` names, opened with the same token as this request's.
 
-        A session is bound to the credential that opened it (spec digest §6.20): another token
+        A session is bound to the credential that opened it (the spec's security best practices,
+        2025-11-25, "Session Hijacking": bind the session to the user's identity): another token
         holder who learnt the id gets 404, as for an unknown session.
         """
         session = self.sessions.get(session_id.decode("latin-1"))

@@ -1,7 +1,8 @@
 """The Host, Origin and bearer-token checks of an HTTP request (channels/_core/guard.py), sans-IO.
 
 The same rules over real sockets are in test_websocket.py; here every corner is one table row.
-reliability-anchors.md §5 items 2-4 and §6 #33-35.
+The rules are docs/design.md §5.7: a Host allowlist (so DNS rebinding fails), an Origin allowlist
+(a missing Origin passes), and bearer tokens compared in constant time.
 """
 
 from __future__ import annotations

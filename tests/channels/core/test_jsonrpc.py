@@ -2,7 +2,8 @@
 
 Guarantee 2 (docs/design.md §5.2) starts here: whatever :func:`decode` accepts is one valid JSON-RPC message
 that :func:`encode` turns back into one line; everything else is a ParseError (-32700) or an
-InvalidMessage (-32600), never another exception (reliability-anchors.md scenario 16).
+InvalidMessage (-32600), never another exception, whatever the bytes: invalid UTF-8, UTF-16 JSON,
+lone surrogates, NaN, huge integers, deep nesting.
 """
 
 from __future__ import annotations

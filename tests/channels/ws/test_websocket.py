@@ -3,8 +3,10 @@
 The generic channel contract is checked by test_channel_conformance.py; this file covers what is
 WebSocket's own: the upgrade (subprotocol, path, Host, Origin and bearer-token checks), frames a
 peer may get wrong, the close codes the daemon sends, the handshake deadline, keepalive, and
-``mcp-bridge connect ws://``. The scenarios are reliability-anchors.md §6 #14, 16, 17, 24, 27, 28,
-33, 34 and 35, and the §5 security checklist.
+``mcp-bridge connect ws://``. The scenarios: an over-long message, invalid UTF-8, a frame that is
+not one JSON-RPC message, an upgrade trickled byte by byte, a peer that vanishes without a close,
+SIGTERM with requests in flight, a foreign Origin, a DNS rebinding Host, and a missing or wrong
+token (docs/design.md §5.2, §5.6 and §5.7).
 
 Two clients independent of ``channels`` do most of the talking: the ``websockets`` library (run in
 a thread through its sync API) where the point is interoperability, and :class:`RawWebSocket`, a
