@@ -324,7 +324,7 @@ class RelayTarget:
 
 # -- peers: relays installed for the benchmark only -------------------------------------------
 NODE_PREFIX = REPO / "bench" / ".node"  # git-ignored; npm installs the node peers here, for the bench only
-# Pinned so that runs compare: the releases measured in bench/README.md. Package name →
+# Pinned so that runs compare: the releases measured in docs/performance.md. Package name →
 # (version, entry point inside the package).
 NPM_PEERS = {
     "supergateway": ("4.0.0", "dist/index.js"),

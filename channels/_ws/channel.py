@@ -14,8 +14,8 @@ methods, keepalive and closing.
 
 trio-websocket was the first choice; its design (a reader task handing each message through a
 memory channel to the application, one ``send_all`` per message, wsproto's pure-Python frame
-parser) cost 180 µs of CPU per relayed call in the benchmark, against 20 µs for TCP. See the
-README's Performance section.
+parser) cost 180 µs of CPU per relayed call in the benchmark, against 20 µs for TCP. See
+docs/performance.md.
 """
 
 from __future__ import annotations

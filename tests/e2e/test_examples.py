@@ -1,4 +1,4 @@
-"""The README's embedding examples run as documented, so the documentation cannot rot."""
+"""The embedding examples (docs/embedding.md includes them as they are) run as documented."""
 
 from __future__ import annotations
 

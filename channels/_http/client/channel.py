@@ -20,7 +20,8 @@ Both protocol eras, decided per message:
   request closes its response stream, which is how HTTP cancels in 2026-07-28; it is not POSTed.
 
 Which exchange each message becomes is :mod:`channels._http.client.dispatch`; the exchanges
-themselves are :mod:`channels._http.client.exchange`, over the keep-alive connections of
+themselves are :mod:`channels._http.client.exchange`, and the legacy session's standalone GET
+stream is :mod:`channels._http.client.standalone`, all over the keep-alive connections of
 :mod:`channels._http.client.conn` (at most 16, two of them kept for notifications and replies).
 
 Every request gets exactly one answer: the server's reply, or an error reply with the request's id

@@ -13,7 +13,8 @@
 * ``notifications/cancelled`` for a modern request in flight closes that request's stream and is
   not POSTed; for a legacy one it is POSTed, then the request is abandoned;
 * other notifications and replies are POSTed and must be accepted (202); once
-  ``notifications/initialized`` is, the standalone GET stream is opened.
+  ``notifications/initialized`` is, the standalone GET stream is opened
+  (:class:`~channels._http.client.standalone.StandaloneStream`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Requests are parsed by httptools (llhttp, Node.js's parser, as uvicorn uses it): on a small
 request it costs a few microseconds where h11 costs about seventy, which is most of what a
-Streamable HTTP call through the bridge costs (see README, Performance).
+Streamable HTTP call through the bridge costs (see docs/performance.md).
 
 :class:`Parsing` assembles :class:`Request` records from the bytes
 :class:`~channels._http.server.conn.HttpConnection` reads, and enforces what concerns the bytes
