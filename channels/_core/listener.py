@@ -352,8 +352,9 @@ class StreamListener(MessageListener):
         """Accept the next stream from the wrapped listener; the caller owns the result.
 
         Raises:
-            Whatever the wrapped listener's ``accept()`` raises (``OSError`` when out of file
-            descriptors, ``trio.ClosedResourceError`` after :meth:`aclose`).
+            OSError: the wrapped listener's ``accept()`` is out of file descriptors (``EMFILE``...).
+            trio.ClosedResourceError: the listener was closed (:meth:`aclose`).
+            Exception: anything else the wrapped listener's ``accept()`` raises, as it raised it.
         """
         stream = await self._listener.accept()
         return StreamIncoming(

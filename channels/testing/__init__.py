@@ -93,7 +93,8 @@ async def check_message_channel(
         AssertionError: the contract is broken; a note names the check.
         trio.TooSlowError: a check hung past its deadline (``CHECK_TIMEOUT``).
         ValueError: ``max_message_bytes`` is less than 1024.
-        Anything the makers or the channels raise unexpectedly, with the same note.
+        Exception: anything the makers or the channels raise unexpectedly, with the same note
+            naming the check.
     """
     if max_message_bytes < 1024:
         raise ValueError("max_message_bytes must be at least 1024 for the checks' own messages")
