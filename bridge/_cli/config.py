@@ -20,7 +20,7 @@ from channels import HttpOptions, ListenOptions, parse_address
 
 from .._child.process import ChildSpec
 from .._child.supervisor import RestartPolicy
-from .._daemon.daemon import ServeConfig
+from .._daemon.config import ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
 from .loaders import load_resource_metadata, load_tokens

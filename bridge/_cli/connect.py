@@ -30,7 +30,7 @@ from channels import (
 )
 
 from .._errors import REPLY_TOO_LARGE, error_response
-from .._relay.relay import BATCH
+from .._relay.writers import BATCH
 from .exits import EXIT_LOST, EXIT_NOPERM, EXIT_OK, EXIT_UNAVAILABLE
 
 logger = logging.getLogger("bridge.connect")

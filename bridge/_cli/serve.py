@@ -19,7 +19,7 @@ from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse
 
 from .._child.process import ChildSpec
 from .._child.supervisor import RestartPolicy
-from .._daemon.daemon import ServeConfig
+from .._daemon.config import ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits
 from .._ops.fleet import run_fleet

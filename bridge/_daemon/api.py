@@ -9,7 +9,8 @@ import trio
 
 from channels import single_exception
 
-from .daemon import STOP_GRACE, Daemon, ServeConfig
+from .config import ServeConfig
+from .daemon import STOP_GRACE, Daemon
 
 # After the graceful stop's budget, how long a forced stop (requests answered with -32000,
 # children SIGKILLed and reaped) may take before open_bridge gives up waiting.

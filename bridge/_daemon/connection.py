@@ -28,9 +28,10 @@ from .._errors import (
     error_response,
 )
 from .._relay.peeked import PeekedChannel
-from .._relay.relay import BATCH, Relay
+from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
+from .._relay.writers import BATCH
 from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .statistics import Counters

@@ -36,10 +36,9 @@ from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
 from .._shared.eras import Era, probe_era
 from .._shared.mux import SharedChild
-from .config import ServeConfig as ServeConfig  # also imported from here, by bridge._ops and _cli
+from .config import ServeConfig
 from .connection import Connections
-from .statistics import Counters
-from .statistics import DaemonStatistics as DaemonStatistics  # also imported from here by _ops
+from .statistics import Counters, DaemonStatistics
 
 logger = logging.getLogger("bridge.daemon")
 

@@ -30,7 +30,8 @@ import trio
 
 from channels import ListenError, TcpAddress
 
-from .._daemon.daemon import Daemon, ServeConfig
+from .._daemon.config import ServeConfig
+from .._daemon.daemon import Daemon
 from .._errors import ChildStartError, ConfigError
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap

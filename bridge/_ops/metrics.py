@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from .._daemon.daemon import DaemonStatistics
+from .._daemon.statistics import DaemonStatistics
 from .._relay.requests import BUCKETS, RequestMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -40,7 +40,6 @@ from .ending import Ending
 from .ledger import Ledger
 from .to_child import ToChild
 from .to_client import ToClient
-from .writers import BATCH as BATCH  # its home was here: the command line's connect reads it here
 from .writers import ChildWriter, ClientWriter
 
 

@@ -27,7 +27,7 @@ from channels import (
 
 from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response
 from .._limits import Limits
-from .._relay.relay import BATCH
+from .._relay.writers import BATCH
 from .router import ClientKey, Router
 
 logger = logging.getLogger("bridge.shared")
