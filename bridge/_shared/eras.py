@@ -7,8 +7,8 @@ its ``initialize`` handshake for the life of the process, so each client needs a
 The probe is the one the spec asks dual-era clients to make on stdio (2026-07-28
 ``basic/versioning.mdx``, backward compatibility): send ``server/discover`` with the modern
 ``_meta`` before anything else; a ``DiscoverResult`` or a recognised modern error (``-32020``,
-``-32021``, ``-32022``) means modern; any other error, or no answer, means legacy. The fallback is never keyed to one error code: legacy
-servers answer ``-32601`` or ``-32602`` or nothing at all.
+``-32021``, ``-32022``) means modern; any other error, or no answer, means legacy. The fallback is
+never keyed to one error code: legacy servers answer ``-32601`` or ``-32602`` or nothing at all.
 
 Legacy is the safe verdict (one child per connection works with every server), so modern is given
 only on positive evidence: a reply to ``server/discover`` that the bridge cannot read, or a
