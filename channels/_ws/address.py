@@ -1,4 +1,4 @@
-"""WebSocket addresses, listeners and handshakes: ``ws://HOST:PORT/PATH`` and ``wss://...``.
+"""WebSocket addresses, ``ws://HOST:PORT/PATH`` and ``wss://...``: each listens and connects.
 
 One JSON-RPC message per text frame (:class:`~channels._ws.channel.WebSocketChannel`). The
 subprotocol ``mcp`` is offered by our client and chosen by our server when the client offers it
