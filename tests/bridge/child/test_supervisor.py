@@ -40,7 +40,7 @@ VIRTUAL_DEADLINE = 3600
 
 # Small numbers so real crash loops end within a fraction of a second.
 FAST = RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=10)
-# The anchors' numbers without jitter, so virtual-time schedules are exact.
+# The default policy (docs/design.md §6) without jitter, so virtual-time schedules are exact.
 NO_JITTER = RestartPolicy(jitter=0)
 LIMITS = Limits(stop_stdin_timeout=5, stop_term_timeout=5)
 EXITS_AT_ONCE = (sys.executable, "-c", "import sys; sys.exit(3)")
