@@ -78,6 +78,17 @@ class InFlight:
         self._cancelled.pop(request_id, None)
         return False
 
+    def was_cancelled(self, request_id: RequestId) -> bool:
+        """A reply to no request in flight: whether it is the late reply to a cancelled one.
+
+        True at most once per cancellation (the id is forgotten); False for a reply that answers
+        nothing we know, such as a second reply to the same request.
+        """
+        if request_id in self._cancelled:
+            del self._cancelled[request_id]
+            return True
+        return False
+
     def cancel(self, request_id: RequestId) -> bool:
         """The client cancelled a request: it no longer expects a reply. True if it was in flight."""
         if request_id not in self._ids:

@@ -21,6 +21,7 @@ from .._errors import REPLY_TOO_LARGE, error_response
 from .._limits import Limits
 from .ending import Ending
 from .inflight import InFlight
+from .strays import StrayReplies
 from .writers import BATCH
 
 logger = logging.getLogger("bridge.relay")
@@ -50,6 +51,7 @@ class ToClient:
     _end: Callable[[Ending], None]
     _send_to_client: Callable[[list[JSONObject]], Awaitable[bool]]
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
     async def run(self) -> None:
         """Pump until the child's stdout ends, the client cannot be written to, or must be ended."""
@@ -72,16 +74,15 @@ class ToClient:
                     request_id = item["id"]
                     if request_id is None:
                         out.append(item)  # an error the child could not attribute
-                    elif request_id in self._in_flight:
+                    elif request_id in self._in_flight and request_id not in answered:
                         out.append(item)
                         answered.append(request_id)
+                    elif request_id in answered or not self._in_flight.was_cancelled(request_id):
+                        # A second reply to one request (both in this batch, or the first already
+                        # delivered), or a reply to an id the client never sent.
+                        self._strays.stray(self.client.peer, request_id)
                     else:
-                        self._in_flight.close(request_id)
-                        logger.debug(
-                            "%s: dropped the child's reply to no request in flight: id %r",
-                            self.client.peer,
-                            request_id,
-                        )
+                        self._strays.late(self.client.peer, request_id)
                     continue
                 if message_kind is Kind.REQUEST:
                     self._remember_child_request(item["id"])

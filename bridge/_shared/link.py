@@ -29,6 +29,7 @@ from channels import JSONObject, Kind, MessageTooLarge, ProtocolError, kind
 from .._child.process import ChildProcess, describe_exit
 from .._errors import CONNECTION_CLOSED, REPLY_TOO_LARGE, error_response
 from .._limits import Limits
+from .._relay.strays import StrayReplies
 from .clients import Client
 from .handshake import REPLAY_ID, Handshake
 from .router import ClientKey, Router
@@ -70,6 +71,7 @@ class ChildLink:
     # Refusals of the child's requests that nobody can answer: the child's reader collects them
     # and writes them after each batch, so that routing itself never waits on the child's stdin.
     _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
+    _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
     @property
     def child(self) -> ChildProcess | None:
@@ -185,11 +187,18 @@ class ChildLink:
             if request_id == REPLAY_ID:
                 self._handshake.replay_answered(message)
                 return
-            if request_id is not None and request_id == self._handshake.wire_id:
+            handshake = request_id is not None and request_id == self._handshake.wire_id
+            if handshake:
                 self._handshake.answered(message)
             routed = self._router.child_response(message)
             if routed is not None:
                 self._deliver(*routed, size)
+            elif request_id is not None:
+                where = f"[{self.name}] shared child"
+                if handshake or self._router.is_late(request_id):
+                    self._strays.late(where, request_id)
+                else:
+                    self._strays.stray(where, request_id)
             return
         if message_kind is Kind.REQUEST:
             in_flight = self._router.clients_in_flight()

@@ -22,6 +22,8 @@ goes back, with the child's id restored.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any, TypeAlias
 
 import attrs
@@ -36,6 +38,11 @@ ClientKey: TypeAlias = int
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 _NO_TOKEN = object()
+
+# Wire ids of requests the bridge stopped waiting for (cancelled, timed out, their client gone),
+# remembered so that the child's late reply to one is told from a stray one (a duplicate, an
+# unknown id). Four times inflight.REMEMBERED_CANCELLATIONS: one child serves many clients.
+FORGOTTEN_WIRE_IDS = 1024
 
 
 @attrs.frozen
@@ -72,6 +79,24 @@ class Router:
         self._by_client: dict[ClientKey, dict[RequestId, int]] = {}
         self._next_outbound = 1
         self._outbound: dict[int, tuple[ClientKey, RequestId]] = {}  # client-facing → child's id
+        self._forgotten: OrderedDict[int, None] = OrderedDict()
+
+    def _forget(self, wires: Iterable[int]) -> None:
+        for wire in wires:
+            self._forgotten[wire] = None
+        while len(self._forgotten) > FORGOTTEN_WIRE_IDS:
+            self._forgotten.popitem(last=False)
+
+    def is_late(self, wire: object) -> bool:
+        """Whether a reply the router could not route answers a request the bridge forgot.
+
+        True (once) for a request cancelled, timed out or whose client left: an expected race.
+        False for a stray reply: a second reply to one request, or an id the child never got.
+        """
+        if type(wire) is int and wire in self._forgotten:
+            del self._forgotten[wire]
+            return True
+        return False
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -91,6 +116,7 @@ class Router:
         cancel = list(ids.values())
         for wire in cancel:
             del self._pending[wire]
+        self._forget(cancel)
         mine = [outbound for outbound, (owner, _) in self._outbound.items() if owner == client]
         refuse = [self._outbound.pop(outbound)[1] for outbound in mine]
         return Detached(cancel, refuse)
@@ -148,6 +174,7 @@ class Router:
         if wire is None:
             return None
         del self._pending[wire]
+        self._forget((wire,))
         return {**message, "params": {**params, "requestId": wire}}  # type: ignore[dict-item]
 
     def client_response(self, client: ClientKey, message: JSONObject) -> JSONObject | None:
@@ -185,6 +212,7 @@ class Router:
         if pending is None:
             return None
         del self._by_client[pending.client][pending.request_id]
+        self._forget((wire,))
         return pending.client, pending.request_id
 
     def client_ids(self, client: ClientKey) -> list[RequestId]:
@@ -199,6 +227,7 @@ class Router:
         ids = self._by_client.get(client, {})
         for wire in ids.values():
             del self._pending[wire]
+        self._forget(ids.values())
         taken = list(ids)
         ids.clear()
         return taken
