@@ -16,8 +16,8 @@ tests still see exactly ``echo`` and ``add``:
   ``"done"``. A call cancelled by the client is counted;
 * ``cancelled_slow_calls`` (``at_least``): waits until at least that many ``slow`` calls have been
   cancelled, then returns how many were (the test bounds the wait with its own timeout);
-* ``blob`` (``size``): a text of ``size`` bytes (``"x"`` repeated), unstructured, so the reply
-  carries it once.
+* ``blob`` (``size``, ``seconds`` 0 by default): a text of ``size`` bytes (``"x"`` repeated),
+  unstructured, so the reply carries it once, after sleeping ``seconds``.
 
 With ``--client-tools`` (the HTTP tests) two tools that ask the client back, in the legacy era
 (a server-to-client request, answered by the SDK client's callback):
@@ -94,7 +94,8 @@ async def cancelled_slow_calls(at_least: int) -> int:
     return _Cancellations.count
 
 
-def blob(size: int) -> str:
+async def blob(size: int, seconds: float = 0.0) -> str:
+    await anyio.sleep(seconds)
     return "x" * size
 
 
@@ -127,7 +128,9 @@ if __name__ == "__main__":
         server.tool(description="Wait until at least N slow calls were cancelled; return how many.")(
             cancelled_slow_calls
         )
-        server.tool(description="A text of the given size.", structured_output=False)(blob)
+        server.tool(
+            description="A text of the given size, after the given seconds.", structured_output=False
+        )(blob)
     if "--client-tools" in sys.argv[1:]:
         server.tool(description="Ask the client to sample a message; return its text.")(ask_client)
         server.tool(description="Ask the client for its roots; return their URIs, one a line.")(client_roots)

@@ -8,12 +8,15 @@
 #   suite-0.2/   @modelcontextprotocol/conformance@0.2.0-alpha.N, npm prereleases: the 2026-07-28
 #                scenarios, and newer checks of the 2025-11-25 ones. Same package name as the
 #                above, hence a prefix of its own.
+#   sdk/         @modelcontextprotocol/sdk@1.32.2, the TypeScript SDK as an independent test client
+#                (tests/ts_client.mjs): the version suite-0.2 pulls in, so that both agree.
 #
 # The versions are pinned: the expected-failures baselines (baseline-*.yml) are written against
 # them, and an alpha that adds scenarios must not turn CI red without a change here. To move to
 # a newer suite, change the version below (`npm view @modelcontextprotocol/conformance versions`
 # lists them), run this script and the conformance tests, and update the baselines.
-# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION and CONFORMANCE_NODE_VERSION override the pins.
+# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION, CONFORMANCE_NODE_VERSION and TS_SDK_VERSION
+# override the pins.
 #
 # One attempt; .ci/run retries on a registry hiccup. Says for each part whether it was there or
 # installed; exits non-zero when a part is not at its version after the attempt.
@@ -22,6 +25,7 @@ set -euo pipefail
 CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22.23.5}"
 CONFORMANCE_0_1_VERSION="${CONFORMANCE_0_1_VERSION:-0.1.16}"
 CONFORMANCE_0_2_VERSION="${CONFORMANCE_0_2_VERSION:-0.2.0-alpha.12}"
+TS_SDK_VERSION="${TS_SDK_VERSION:-1.32.2}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.node"
@@ -66,4 +70,5 @@ install() {
 install "$root/node" "$node_package" "$CONFORMANCE_NODE_VERSION"
 install "$root/suite-0.1" @modelcontextprotocol/conformance "$CONFORMANCE_0_1_VERSION"
 install "$root/suite-0.2" @modelcontextprotocol/conformance "$CONFORMANCE_0_2_VERSION"
+install "$root/sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
 "$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/e2e/test_conformance.py runs

@@ -11,6 +11,12 @@ head must arrive within ``head_timeout`` of its first byte, a body within ``body
 read its response is cut off after ``send_timeout``), and noticing that the client went away
 while its response is pending.
 
+A body over the limit is read to its end and thrown away, within ``discard_time`` and with no
+pause over ``discard_idle``, then answered 413 on a connection that stays usable; a refusal sent
+while the client may still be sending is followed by a lingering close (the write side shut,
+what comes read and dropped within the same bounds), so that the client reads the refusal
+instead of a reset. Both as web servers do it: nginx's ``lingering_close``.
+
 One task serves the connection: it reads a request, answers it (possibly streaming for a long
 time), then reads the next. While it answers, :meth:`HttpConnection.wait_disconnected` may watch
 the socket from another task, which must be done (cancelled) before the next request is read: the
@@ -25,13 +31,18 @@ import attrs
 import trio
 
 from ..._core.fdio import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
-from .request import MAX_HEAD_BYTES, BadRequest, HeadCheck, Headers, Parsing, Request
+from .request import DISCARD_BYTES, MAX_HEAD_BYTES, BadRequest, HeadCheck, Headers, Parsing, Request
 
 SERVER_HEADER = b"server: mcp-bridge\r\n"
 # A body up to this size is sent in the same write as its head (one system call); a larger one
 # after it, rather than copied to join them (a socket buffer holds about this much at once).
 LARGE_BODY = 64 * 1024
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# Discarding the rest of an over-limit body, or lingering before closing after a refusal: at most
+# this long in all, and this long without a byte (nginx's lingering_time 30s and
+# lingering_timeout 5s; Apache's lingering close waits up to 2 s per read, 30 s in all).
+DISCARD_TIME = 30.0
+DISCARD_IDLE = 5.0
 
 
 def _status_line(status: int) -> bytes:
@@ -55,6 +66,9 @@ class ConnectionLimits:
         idle_timeout: seconds a kept-alive connection may wait for its next request.
         send_timeout: seconds a write may wait for the client to read.
         max_body: the longest body accepted (413 beyond).
+        discard_time: seconds to read and drop the rest of an over-limit body, or what a client
+            sends after a refusal before the connection closes (a lingering close).
+        discard_idle: seconds without a byte after which that stops early.
     """
 
     head_timeout: float
@@ -62,6 +76,8 @@ class ConnectionLimits:
     idle_timeout: float
     send_timeout: float
     max_body: int
+    discard_time: float = DISCARD_TIME
+    discard_idle: float = DISCARD_IDLE
 
 
 class HttpConnection:
@@ -110,17 +126,18 @@ class HttpConnection:
         """Read the next request, or ``None`` if the client closed.
 
         The time it may take is not enforced here: :attr:`read_deadline` says until when the
-        current phase (:attr:`phase`: ``"idle"``, ``"head"``, ``"body"``) may last, and the caller
-        cancels the read once it passed (see :mod:`channels._core.ticker`), then asks
-        :meth:`timed_out` what to answer.
+        current phase (:attr:`phase`: ``"idle"``, ``"head"``, ``"body"``, ``"discard"``) may last,
+        and the caller cancels the read once it passed (see :mod:`channels._core.ticker`), then
+        asks :meth:`timed_out` what to answer.
 
         Args:
             first: this is the connection's first request (the idle timeout does not apply: the
                 client connected to send something, so only the head timeout does).
 
         Raises:
-            BadRequest: malformed, too large or too slow; the caller answers ``status`` and
-                closes.
+            BadRequest: malformed, too large or too slow; the caller answers it with
+                :meth:`refuse`, and the connection goes on only if it is ``keep_alive`` (an
+                over-limit body read to its end).
         """
         parsing = self._parsing
         self.phase = "head" if first else "idle"
@@ -130,15 +147,21 @@ class HttpConnection:
         if self._unparsed:
             data, self._unparsed = bytes(self._unparsed), bytearray()
             parsing.feed(data)
+        discard_until = float("inf")
         while not parsing.done:
             if parsing.deferred is not None:
                 raise parsing.deferred
             if parsing.upgraded:
                 return None
+            now = trio.current_time()
             if parsing.started and self.phase == "idle":
-                self.phase, self.read_deadline = "head", trio.current_time() + self.limits.head_timeout
-            if parsing.head_done and self.phase != "body":
-                self.phase, self.read_deadline = "body", trio.current_time() + self.limits.body_timeout
+                self.phase, self.read_deadline = "head", now + self.limits.head_timeout
+            if parsing.discarding:
+                if self.phase != "discard":
+                    self.phase, discard_until = "discard", now + self.limits.discard_time
+                self.read_deadline = min(discard_until, now + self.limits.discard_idle)
+            elif parsing.head_done and self.phase != "body":
+                self.phase, self.read_deadline = "body", now + self.limits.body_timeout
                 if parsing.expects_continue:
                     parsing.expects_continue = False
                     if not parsing.http10_head():
@@ -152,9 +175,12 @@ class HttpConnection:
         request, keep_alive = parsing.done.popleft()
         self.phase = "answering"
         self._keep_alive = keep_alive
+        self._responding = True
+        if isinstance(request, BadRequest):  # an over-limit body, read to its end
+            self._http10 = self._head_request = False
+            raise request
         self._http10 = request.http_version == "1.0"
         self._head_request = request.method == "HEAD"
-        self._responding = True
         return request
 
     @property
@@ -174,6 +200,8 @@ class HttpConnection:
 
     def timed_out(self) -> BadRequest | None:
         """Why the read that :attr:`read_deadline` ended failed: 408, or ``None`` if it was idle."""
+        if self.phase == "discard":  # an over-limit body that did not end in time: 413 and close
+            return self._parsing.too_large()
         if self.phase == "body":
             return BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
         if self.phase == "head" and (self._parsing.started or self._unparsed):
@@ -304,7 +332,15 @@ class HttpConnection:
                 await trio.sleep_forever()  # a pipelining client must wait for its answer
 
     async def refuse(self, error: BadRequest) -> None:
-        """Answer a :class:`BadRequest` (unless a response was begun) and mark the connection done."""
+        """Answer a :class:`BadRequest` (unless a response was begun).
+
+        The connection is done after it, unless the error is ``keep_alive`` (then
+        :attr:`reusable` says whether the next request may follow). If the client may still be
+        sending, a lingering close lets it read the answer: see :meth:`_linger`.
+        """
+        if error.keep_alive and not self._streaming:
+            await self.respond(error.status, error.headers, error.body or b"")
+            return
         if not self._streaming:
             self._keep_alive = False
             if error.body is not None:
@@ -316,9 +352,32 @@ class HttpConnection:
                 )
             try:
                 await self.respond(error.status, headers, body)
+                if self._parsing.started and not self._peer_closed:
+                    await self._linger()
             except trio.BrokenResourceError:
                 pass
         self._broken = True
+
+    async def _linger(self) -> None:
+        """Shut the write side, then read and drop what the client still sends, within bounds.
+
+        A client that sends its whole body before reading (httpx, Node's fetch) would get a
+        reset, not the answer, if the connection closed with its bytes unread (RFC 9112 §9.6).
+        Ends at the client's close, after ``discard_time`` in all, ``discard_idle`` without a
+        byte, or :data:`~channels._http.server.request.DISCARD_BYTES` read.
+        """
+        if isinstance(self.stream, trio.abc.HalfCloseableStream):
+            try:
+                await self.stream.send_eof()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return
+        start = self.bytes_received
+        with trio.move_on_after(self.limits.discard_time):
+            while self.bytes_received - start <= DISCARD_BYTES:
+                with trio.move_on_after(self.limits.discard_idle):
+                    if await self._receive():
+                        continue
+                return
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""

@@ -9,6 +9,12 @@ Streamable HTTP call through the bridge costs (see docs/performance.md).
 themselves: a head of at most :data:`MAX_HEAD_BYTES`, a body under ``max_body``, the
 :data:`HeadCheck` (Host, Origin, token) before any body is read, and no parsing past an Upgrade
 request or a malformed one. The connection owns the timing (deadlines, ``100 Continue``).
+
+A body over ``max_body`` is read on and discarded, up to :data:`DISCARD_BYTES`, rather than
+refused while the client is still sending: clients that write a whole body before reading
+(httpx, Node's fetch) would otherwise see the connection reset instead of the 413. Once it is
+all in, the 413 (:func:`body_too_large`) is handed out in the request's place, and the connection
+may serve the next request.
 """
 
 from __future__ import annotations
@@ -19,12 +25,25 @@ from collections.abc import Callable, Sequence
 import attrs
 import httptools
 
+from ..._core.errors import INVALID_REQUEST
+from ..._core.jsonrpc import sniff_leading_id
+from ..._mcp.refusal import HttpRefusal
+
 Headers = Sequence[tuple[bytes, bytes]]
 
 # Longest request head (request line and headers) accepted: nginx's large_client_header_buffers
 # allow 4 x 8 KiB, h11's default is 16 KiB. Longer heads get 431. (Counted per read: a head that
 # ends within the read that began it may be up to one read, 64 KiB, long.)
 MAX_HEAD_BYTES = 32 * 1024
+# Bytes of an over-limit body read and thrown away so that its client can read the 413 on a
+# connection still usable: Go's net/http reads up to 256 KiB of an unread body for the same
+# reason (maxPostHandlerReadBytes), but the SDKs' clients send a whole body before reading, so a
+# body a few times the 4 MiB default limit must pass whole (64 MiB takes well under a second on
+# loopback, and costs no memory). Beyond, the connection closes after a lingering close.
+DISCARD_BYTES = 64 * 1024 * 1024
+# The first bytes of an over-limit body kept to read its request id from (``{"jsonrpc":"2.0",
+# "id":...`` as the SDKs write it; a string id may be 512 characters, see sniff_leading_id).
+SNIFF_BYTES = 1024
 
 
 @attrs.frozen
@@ -67,16 +86,39 @@ class BadRequest(Exception):
     """A request that cannot be read, or is refused on its head alone.
 
     It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
-    text) and the connection is closed, its body unread.
+    text) and the connection is closed, its body unread; unless ``keep_alive``: an over-limit
+    body that was read to its end, after which the connection may serve the next request.
     """
 
     def __init__(
-        self, status: int, message: str, *, headers: Headers = (), body: bytes | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        headers: Headers = (),
+        body: bytes | None = None,
+        keep_alive: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.headers = headers
         self.body = body
+        self.keep_alive = keep_alive
+
+
+def body_too_large(limit: int, prefix: bytes, *, keep_alive: bool = False) -> BadRequest:
+    """The 413 for a body over ``limit`` bytes: a JSON-RPC ``-32600`` ``message-too-large`` error.
+
+    Its ``data`` carries the limit; its id is the request's when the body's first bytes
+    (``prefix``) name it first, as the SDKs write requests, else null.
+    """
+    message = f"Message too large: the request body is over the limit of {limit} bytes"
+    refusal = HttpRefusal(
+        413, INVALID_REQUEST, message, "message-too-large", sniff_leading_id(prefix), {"limit": limit}
+    )
+    return BadRequest(
+        413, message, headers=refusal.response_headers(), body=refusal.body(), keep_alive=keep_alive
+    )
 
 
 HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]
@@ -101,7 +143,8 @@ class Parsing:
         self.check_head = check_head
         self.credential: str | None = None
         self.parser = httptools.HttpRequestParser(self)
-        self.done: collections.deque[tuple[Request, bool]] = collections.deque()
+        # Complete requests, with whether to keep alive; an over-limit one as its 413.
+        self.done: collections.deque[tuple[Request | BadRequest, bool]] = collections.deque()
         self.error: BadRequest | None = None
         self.started = False  # a request has begun and is not complete
         self.head_done = False
@@ -115,6 +158,7 @@ class Parsing:
         # is returned to the system when freed, instead of a heap of 64 KiB pieces that fragments.
         self._body = bytearray()
         self._size = 0
+        self.discarding = False  # the body being read is over the limit: read on, keep nothing
 
     def feed(self, data: bytes) -> None:
         """Parse ``data``; complete requests go to :attr:`done` with whether to keep alive.
@@ -158,6 +202,7 @@ class Parsing:
     def on_message_begin(self) -> None:
         self.started, self.head_done, self.head_bytes = True, False, 0
         self._url, self._headers, self._body, self._size = b"", [], bytearray(), 0
+        self.discarding = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -174,23 +219,44 @@ class Parsing:
                 self.error = outcome
                 return
             self.credential = outcome
+        declared = None
         for name, value in self._headers:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
-                self.error = BadRequest(
-                    413, f"the body ({int(value)} bytes) is over the limit of {self.max_body}"
-                )
+            if name == b"content-length" and value.isdigit():
+                declared = int(value)
             elif name == b"expect" and value.lower() == b"100-continue":
                 self.expects_continue = True
+        if declared is not None and declared > self.max_body:
+            if self.expects_continue:  # the client waits before sending it: refused unsent
+                self.error = body_too_large(self.max_body, b"")
+            else:
+                self.discarding = True
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
-        if self._size > self.max_body:
-            self.error = self.error or BadRequest(413, f"the body is over the limit of {self.max_body} bytes")
+        if self.discarding:
+            if len(self._body) < SNIFF_BYTES:
+                self._body += body[: SNIFF_BYTES - len(self._body)]
+            if self._size > DISCARD_BYTES:
+                self.error = self.error or self.too_large()
+        elif self._size > self.max_body:
+            self.discarding = True
+            self._body += body[: max(0, SNIFF_BYTES - len(self._body))]
+            del self._body[SNIFF_BYTES:]
         elif self.error is None:
             self._body += body
 
+    def too_large(self, *, keep_alive: bool = False) -> BadRequest:
+        """The 413 for the body being read (over the limit)."""
+        return body_too_large(self.max_body, bytes(self._body[:SNIFF_BYTES]), keep_alive=keep_alive)
+
     def on_message_complete(self) -> None:
         parser = self.parser
+        if self.discarding:  # all of it was read: answered with 413, and the connection may go on
+            keep_alive = parser.should_keep_alive()
+            self.done.append((self.too_large(keep_alive=keep_alive), keep_alive))
+            self._body = bytearray()
+            self.started = self.head_done = self.expects_continue = self.discarding = False
+            return
         request = Request(
             parser.get_method().decode("ascii", "replace"),
             self._url.decode("ascii", "replace"),
@@ -204,7 +270,9 @@ class Parsing:
         self.started = self.head_done = self.expects_continue = False
 
 
-def _declares_body(request: Request) -> bool:
+def _declares_body(request: Request | BadRequest) -> bool:
+    if isinstance(request, BadRequest):
+        return True  # an over-limit body
     for name, value in request.headers:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
             return True

@@ -171,6 +171,9 @@ class HttpService:
                     except BadRequest as exc:
                         logger.info("%s: %s", peer, exc)
                         await connection.refuse(exc)
+                        if exc.keep_alive and connection.reusable:
+                            first = False
+                            continue  # an over-limit body read to its end: the next may follow
                         return
                     finally:
                         self.ticker.discard(connection)
