@@ -22,13 +22,17 @@ class Ending:
         reason: ``error.data.reason`` of the replies to requests still in flight.
         code: their ``error.code``.
         data: further ``error.data`` fields.
+        answers_unread: whether what the client had sent but the relay had not read yet is
+            still read (bounded) and its requests answered with this error (:mod:`.unread`);
+            False where the client is gone or is not trusted to frame.
     """
 
     description: str
     reason: str
     code: int = CONNECTION_CLOSED
     data: dict[str, Any] = attrs.field(factory=dict)
+    answers_unread: bool = True
 
 
 CLIENT_DONE = Ending("client closed the connection", "client-closed")
-CLIENT_GONE = Ending("client disconnected", "client-disconnected")
+CLIENT_GONE = Ending("client disconnected", "client-disconnected", answers_unread=False)

@@ -34,12 +34,12 @@ import trio
 from channels import MessageChannel
 
 from .._child.process import ChildProcess
-from .._errors import error_response
 from .._limits import Limits
 from .ending import Ending
 from .ledger import Ledger
 from .to_child import ToChild
 from .to_client import ToClient
+from .unread import answer_unread, ending_error
 from .writers import ChildWriter, ClientWriter
 
 
@@ -115,7 +115,9 @@ class Relay:
         """Relay until the connection ends; return why. Call it once.
 
         Every request still in flight when the connection ends is answered with the
-        :class:`Ending`'s error before this returns (if the client can still be written to).
+        :class:`Ending`'s error before this returns (if the client can still be written to), and
+        so is every request the client had sent but the relay had not handled: read within the
+        bounds of :mod:`.unread` unless the ending says otherwise.
         Never raises for transport failures. If cancelled, the relay's tasks are cancelled and
         requests in flight are left unanswered.
         """
@@ -134,9 +136,12 @@ class Relay:
                 )
             await self._ended.wait()
             tasks.cancel_scope.cancel()
-        assert self.ending is not None
-        await self._answer_in_flight(self.ending)
-        return self.ending
+        ending = self.ending
+        assert ending is not None
+        await self._answer_in_flight(ending)
+        if ending.answers_unread:
+            await answer_unread(self.client, self._to_child.unread, ending, self._client_writer.send)
+        return ending
 
     # -- ending --------------------------------------------------------------------------------
 
@@ -146,17 +151,7 @@ class Relay:
             self._ended.set()
 
     async def _answer_in_flight(self, ending: Ending) -> None:
-        replies = [
-            error_response(
-                request_id,
-                ending.code,
-                "Connection closed",
-                ending.reason,
-                detail=ending.description,
-                **ending.data,
-            )
-            for request_id in self._ledger.in_flight.take_all()
-        ]
+        replies = [ending_error(request_id, ending) for request_id in self._ledger.in_flight.take_all()]
         if replies:
             await self._client_writer.send(replies)
 
@@ -170,4 +165,4 @@ class Relay:
 
     async def _watch_stop_now(self) -> None:
         await self.stop_now.wait()
-        self._end(Ending("the bridge was stopped at once", "shutting-down"))
+        self._end(Ending("the bridge was stopped at once", "shutting-down", answers_unread=False))

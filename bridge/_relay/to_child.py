@@ -8,6 +8,7 @@ the client's answers reach the child only for requests the child sent (docs/desi
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,6 +53,10 @@ class ToChild:
         end: records why the connection ended (the first call wins).
         reply: sends the client one reply written by the bridge.
         send_to_child: writes to the child; False if its stdin is closed.
+
+    Attributes:
+        unread: messages received from the client but not handled yet; what is left of them when
+            the relay's tasks are cancelled is answered by :func:`.unread.answer_unread`.
     """
 
     client: MessageChannel
@@ -66,6 +71,7 @@ class ToChild:
     _end: Callable[[Ending], None]
     _reply: Callable[[JSONObject], Awaitable[bool]]
     _send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]
+    unread: deque[JSONObject | ProtocolError] = attrs.field(init=False, factory=deque)
 
     async def run(self) -> None:
         """Pump until the client's end of input, a failure, or a reason to end the connection."""
@@ -80,7 +86,10 @@ class ToChild:
                 self._end(CLIENT_GONE)
                 return
             forward: list[JSONObject] = []
-            for item in items:
+            unread = self.unread
+            unread.extend(items)
+            while unread:
+                item = unread.popleft()
                 if isinstance(item, ProtocolError):
                     consecutive_errors += 1
                     if not await self._answer_bad_input(item, consecutive_errors):
@@ -99,7 +108,14 @@ class ToChild:
         logger.info("%s: %s", self.client.peer, error)
         if isinstance(error, MessageTooLarge):
             # The rest of that line is skipped, but a peer that sends one is not trusted to frame.
-            self._end(Ending("client sent an over-long message", "message-too-large", INVALID_REQUEST))
+            self._end(
+                Ending(
+                    "client sent an over-long message",
+                    "message-too-large",
+                    INVALID_REQUEST,
+                    answers_unread=False,
+                )
+            )
             return False
         if count >= self.limits.max_consecutive_errors:
             self._end(
@@ -107,6 +123,7 @@ class ToChild:
                     f"client sent {count} invalid messages in a row",
                     "too-many-invalid-messages",
                     INVALID_REQUEST,
+                    answers_unread=False,
                 )
             )
             return False

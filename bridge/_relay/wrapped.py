@@ -22,6 +22,16 @@ class WrappedChannel(MessageChannel):
         return self._channel.peer
 
     @property
+    def bytes_received(self) -> int:  # type: ignore[override]
+        """The wrapped channel's count of bytes read."""
+        return self._channel.bytes_received
+
+    @property
+    def bytes_sent(self) -> int:  # type: ignore[override]
+        """The wrapped channel's count of bytes written."""
+        return self._channel.bytes_sent
+
+    @property
     def one_request(self) -> bool:  # type: ignore[override]
         """Whether the wrapped channel carries a single request."""
         return self._channel.one_request

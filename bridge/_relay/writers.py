@@ -62,7 +62,11 @@ class ClientWriter:
             self._writable = True
             return True
         except SendTimeout:
-            self.end(Ending(f"client read nothing for {self.send_timeout}s", "client-too-slow"))
+            self.end(
+                Ending(
+                    f"client read nothing for {self.send_timeout}s", "client-too-slow", answers_unread=False
+                )
+            )
             return False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.end(CLIENT_GONE)
