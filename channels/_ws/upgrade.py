@@ -190,7 +190,9 @@ async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> tu
         if protocol.handshake_exc is not None:
             pending = [chunk for chunk in protocol.data_to_send() if chunk]
             if not pending:
-                protocol.send_response(protocol.reject(400, "Bad Request: not an HTTP request\n"))
+                # Not an HTTP request at all: websockets has only ended its side (send_eof), so it
+                # must not send a response (a second send_eof fails its assertion); this does.
+                pending = [protocol.reject(400, "Bad Request: not an HTTP request\n").serialize()]
             await _send_response(stream, protocol, None, pending)
             raise HandshakeError(f"not an upgrade request: {protocol.handshake_exc}")
 
