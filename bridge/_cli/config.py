@@ -141,6 +141,11 @@ def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
             else defaults.session_idle_timeout
         ),
         max_sessions=entry.max_sessions if entry.max_sessions is not None else defaults.max_sessions,
+        sse_after=(
+            parse_duration(entry.sse_after, field=f"{where}.sse_after")
+            if entry.sse_after is not None
+            else defaults.sse_after
+        ),
         trust_proxy=entry.trust_proxy,
         cors_origins=frozenset(entry.cors_origin),
         resource_metadata=load_resource_metadata(entry.oauth_metadata, f"{where}.oauth_metadata"),

@@ -40,7 +40,7 @@ CHILD_MODES = ("per-connection", "shared", "auto")
 _TOKENS = {"token_file", "token_env", "token_credential", "insecure_no_auth"}
 _TLS = {"tls_cert", "tls_key", "tls_client_ca"}
 _WEB = {"allow_origin", "allow_host"}
-_HTTP = {"cors_origin", "trust_proxy", "oauth_metadata", "session_idle_timeout", "max_sessions"}
+_HTTP = {"cors_origin", "trust_proxy", "oauth_metadata", "session_idle_timeout", "max_sessions", "sse_after"}
 # Per listener kind, the fields that apply: anything else set is refused, as the command line
 # refuses an option no listener would use.
 KIND_FIELDS = {
@@ -82,6 +82,7 @@ class ListenerEntry:
     oauth_metadata: str | None = None
     session_idle_timeout: str | None = None
     max_sessions: int | None = None
+    sse_after: str | None = None
 
 
 @attrs.frozen

@@ -96,6 +96,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         http=HttpOptions(
             session_idle_timeout=options.session_idle_timeout,
             max_sessions=options.max_sessions,
+            sse_after=options.sse_after,
             trust_proxy=options.trust_proxy,
             cors_origins=frozenset(options.cors_origin),
             resource_metadata=load_resource_metadata(options.oauth_metadata, "--oauth-metadata"),

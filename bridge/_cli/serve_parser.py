@@ -288,6 +288,15 @@ def _add_http(web: Group) -> None:
         metavar="N",
         help=f"legacy sessions at once per HTTP address (default: {HttpOptions().max_sessions})",
     )
+    web.add_argument(
+        "--sse-after",
+        type=duration("--sse-after"),
+        default=HttpOptions().sse_after,
+        metavar="DURATION",
+        help="answer a POST with an event stream (keep-alive comments) once its answer takes this "
+        "long with nothing to send before it; quicker answers are one JSON body "
+        f"(default: {HttpOptions().sse_after:g}s)",
+    )
 
 
 def _add_limits(bounds: Group) -> None:

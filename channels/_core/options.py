@@ -39,6 +39,11 @@ DEFAULT_EVENT_BUDGET = 4 * 1024 * 1024
 # A comment on an idle SSE stream this often keeps proxies from timing it out (nginx's
 # proxy_read_timeout defaults to 60 s).
 DEFAULT_SSE_KEEPALIVE = 15.0
+# A POST's answer that takes this long, with nothing to send before it, turns into an event stream
+# so that keep-alive comments can flow; a quicker one is one JSON body, whatever its size (clients
+# cap one event: the Python SDK at 1 MiB). Long enough for ordinary slow tools, and, with the
+# keep-alive interval, well within nginx's 60 s proxy_read_timeout.
+DEFAULT_SSE_AFTER = 15.0
 
 
 def _origins(values: Iterable[str]) -> frozenset[str]:
@@ -55,6 +60,8 @@ class HttpOptions:
         max_sessions: legacy sessions (and 2024-11-05 SSE streams) at once; more get 503.
         event_budget: bytes of events a session keeps for ``Last-Event-ID`` replay.
         sse_keepalive: seconds of silence on an event stream before a keep-alive comment.
+        sse_after: seconds a POST's answer may take, with nothing to send before it, before the
+            response turns from one JSON body into an event stream (with keep-alive comments).
         trust_proxy: take the client's host from ``X-Forwarded-Host`` (for the Host check) and
             its address from ``X-Forwarded-For``, set by a reverse proxy in front. Only for
             listeners that nothing but the proxy can reach.
@@ -69,6 +76,7 @@ class HttpOptions:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     event_budget: int = DEFAULT_EVENT_BUDGET
     sse_keepalive: float = DEFAULT_SSE_KEEPALIVE
+    sse_after: float = DEFAULT_SSE_AFTER
     trust_proxy: bool = False
     cors_origins: frozenset[str] = attrs.field(default=frozenset(), converter=_origins)
     resource_metadata: Mapping[str, Any] | None = None

@@ -32,6 +32,7 @@ from bridge import Limits
 
 from conftest import REPO, call, request
 
+MIB = 1024 * 1024
 LIMIT = 256 * 1024  # the bridge's --max-message in the over-limit tests
 OVER = 1024 * 1024  # the text sent: the body is larger than the limit and than a socket's buffers
 FOLLOW_UP = 5  # seconds a small call after a large one may take: it used to hang 33 s
@@ -161,10 +162,13 @@ async def test_a_2_mib_result_after_1_5_s_reaches_the_python_sdk_client_whole_an
 async def test_an_8_mib_echo_under_max_message_16_mib_reaches_the_python_sdk_client_whole_and_a_follow_up_call_works_at_once(
     mode: str,
 ) -> None:
-    text = "y" * (8 * 1024 * 1024)
+    text = "y" * (8 * MIB)
     with trio.fail_after(SLOW_TIMEOUT):
         async with (
-            http_bridge("shared", limits=Limits(max_client_message=16 * 1024 * 1024)) as daemon,
+            # The SDK server's echo result carries the text twice (content, structuredContent).
+            http_bridge(
+                "shared", limits=Limits(max_client_message=16 * MIB, max_child_message=32 * MIB)
+            ) as daemon,
             http_client(url_of(daemon), mode) as sdk,
         ):
             assert texts(await sdk.client.call_tool("echo", {"text": text})) == [text]

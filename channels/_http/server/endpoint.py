@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("channels.http")
 
-# Seconds a request may wait for the first message of its answer before the response commits to
-# an event stream (with a priming event and keep-alives); a quicker answer is one JSON body.
-JSON_WAIT = 1.0
 # How often idle sessions are looked for.
 REAP_INTERVAL = 10.0
 # Versions whose clients resume streams: they get a priming event and a retry delay (2025-11-25
@@ -230,7 +227,7 @@ class McpEndpoint:
         style = StreamStyle(
             extra_headers=[(b"mcp-session-id", session.session_id.encode()), *call.cors],
             json_allowed=json_allowed,
-            json_wait=JSON_WAIT,
+            json_wait=self.http.sse_after,
             priming=resuming,
             retry_ms=RETRY_MS if resuming else None,
             keepalive=self.http.sse_keepalive,
@@ -304,7 +301,7 @@ class McpEndpoint:
         call.start(exchange)
         style = StreamStyle(
             extra_headers=call.cors,
-            json_wait=JSON_WAIT,
+            json_wait=self.http.sse_after,
             keepalive=self.http.sse_keepalive,
             ticker=self.ticker,
         )

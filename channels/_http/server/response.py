@@ -6,6 +6,12 @@ a stream whose only message is its final one, queued within the style's JSON wai
 priming event for clients that resume, keep-alive comments), while the connection is watched for
 the client leaving. What was not written stays in the stream, for a resumption if it is
 resumable.
+
+An event stream is chosen only when it must be: a message goes out before the answer (progress,
+a log message, a request to the client), or the answer takes longer than the JSON wait, a
+keep-alive threshold (``--sse-after``, 15 s) after which the stream's comments keep proxies from
+timing the response out. Clients cap what one event may carry (the Python SDK at 1 MiB), so a
+large answer that merely takes a while must not go out as an event.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ SSE_HEADERS = (
     (b"x-accel-buffering", b"no"),
 )
 JSON_HEADERS = ((b"content-type", b"application/json"),)
+# The first part of the JSON wait is bounded by the ticker alone, without watching the connection:
+# most answers come well within it, and a watch costs a task. Past it, the wait goes on while the
+# connection is watched, so that a client that leaves is noticed at once (it may be a cancel).
+QUICK_WAIT = 1.0
 NO_ANSWER = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Connection closed",'
     b'"data":{"reason":"no-answer"}}}'
@@ -42,7 +52,8 @@ class StreamStyle:
         extra_headers: headers besides the content type (``Mcp-Session-Id``, CORS).
         json_allowed: a stream whose first queued message is its only final one may be sent as
             one ``application/json`` body.
-        json_wait: how long to wait for that first message before committing to SSE.
+        json_wait: how long to wait for that first message before committing to SSE (the
+            keep-alive threshold: ``HttpOptions.sse_after``).
         priming: send a priming event (an id with empty data) first, for clients that resume
             (MCP 2025-11-25).
         retry_ms: a ``retry:`` field to send with the priming event, or ``None``.
@@ -54,7 +65,7 @@ class StreamStyle:
 
     extra_headers: Sequence[tuple[bytes, bytes]] = ()
     json_allowed: bool = True
-    json_wait: float = 1.0
+    json_wait: float = 15.0
     priming: bool = False
     retry_ms: int | None = None
     keepalive: float = 15.0
@@ -86,9 +97,13 @@ async def write_response(
     stream.attached = True
     stream.abandoned = False
     try:
-        if style.json_allowed and not first_events and await _answer_as_json(connection, stream, style):
-            return True
-        left = False
+        if style.json_allowed and not first_events:
+            answered = await _answer_as_json(connection, stream, style)
+            if answered is not None:
+                if not answered:
+                    stream.abandon()
+                return answered
+        left = broken = False
         async with trio.open_nursery() as nursery:
 
             async def watch() -> None:
@@ -98,11 +113,14 @@ async def write_response(
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(watch)
-            await _write_events(connection, stream, style, first_events)
+            try:
+                await _write_events(connection, stream, style, first_events)
+            except trio.BrokenResourceError:  # caught here, not wrapped in the nursery's group
+                broken = True
             nursery.cancel_scope.cancel()
-        if left:
+        if left or broken:
             stream.abandon()
-        return not left
+        return not (left or broken)
     except trio.BrokenResourceError:
         stream.abandon()
         return False
@@ -110,19 +128,29 @@ async def write_response(
         stream.attached = False
 
 
-async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, style: StreamStyle) -> bool:
-    """Send the stream as one JSON body if it is its final message alone; True if it was sent."""
+async def _answer_as_json(
+    connection: HttpConnection, stream: ResponseStream, style: StreamStyle
+) -> bool | None:
+    """Send the stream as one JSON body if it is its final message alone.
+
+    Returns True if it was sent, False if the client left while it waited, ``None`` if the
+    response is to be an event stream.
+    """
     if not stream.pending() and not stream.ended:
+        deadline = trio.current_time() + style.json_wait
+        quick = min(deadline, trio.current_time() + QUICK_WAIT)
         if style.ticker is None:
-            with trio.move_on_after(style.json_wait):
+            with trio.move_on_at(quick):
                 await stream.wait()
         else:
-            waiter = _JsonWait(stream, trio.current_time() + style.json_wait)
+            waiter = _JsonWait(stream, quick)
             style.ticker.add(waiter)
             try:
                 await stream.wait()
             finally:
                 style.ticker.discard(waiter)
+        if not stream.pending() and not stream.ended and await _wait_watched(connection, stream, deadline):
+            return False
     events = stream.pending()
     if len(events) == 1 and events[0][2] and stream.ended:
         seq, data, _, status = events[0]
@@ -132,7 +160,29 @@ async def _answer_as_json(connection: HttpConnection, stream: ResponseStream, st
     if not events and stream.ended:  # the channel closed without an answer (never expected)
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
         return True
-    return False
+    return None
+
+
+async def _wait_watched(connection: HttpConnection, stream: ResponseStream, deadline: float) -> bool:
+    """Wait for the stream's first message until ``deadline``, watching the connection.
+
+    Returns True if the client left meanwhile.
+    """
+    left = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal left
+            await connection.wait_disconnected()
+            left = True
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        with trio.move_on_at(deadline):
+            while not stream.pending() and not stream.ended:
+                await stream.wait()
+        nursery.cancel_scope.cancel()
+    return left
 
 
 @attrs.frozen(eq=False)

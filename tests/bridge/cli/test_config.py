@@ -14,6 +14,8 @@ from commands import admin_port, get, http, run_bridge
 
 import channels
 from bridge._cli.config import read, serve_configs
+from bridge._cli.serve import build_serve_config
+from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
 
 from conftest import EXAMPLE_SERVER, LineClient, bridge_process, call, poll, result_text
@@ -158,6 +160,11 @@ BAD_FILES = [
         'session_idle_timeout = "a while"\n',
         "servers.a.listeners[0].session_idle_timeout",
     ),
+    (
+        '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "http"\naddress = "127.0.0.1:1"\n'
+        'sse_after = "soon"\n',
+        "servers.a.listeners[0].sse_after",
+    ),
 ]
 
 
@@ -180,12 +187,14 @@ def test_an_http_listener_in_the_file_carries_its_http_settings(tmp_path: Path) 
         '[servers.a]\ncommand = ["x"]\n[[servers.a.listeners]]\nkind = "http"\naddress = "127.0.0.1:7302"\n'
         'path = "/mcp"\ncors_origin = ["https://App.example/"]\ntrust_proxy = true\n'
         f'oauth_metadata = "{metadata}"\nsession_idle_timeout = "10m"\nmax_sessions = 8\n'
+        'sse_after = "45s"\n'
     )
     config = serve_configs(read(str(path)))["a"]
     assert [str(address) for address in config.listen] == ["http://127.0.0.1:7302/mcp"]
     http = config.listener_options[0].http
     assert http.cors_origins == frozenset({"https://app.example"})
     assert http.trust_proxy and http.session_idle_timeout == 600 and http.max_sessions == 8
+    assert http.sse_after == 45
     assert http.resource_metadata == {"authorization_servers": ["https://auth.example"]}
 
 
@@ -372,3 +381,11 @@ async def test_a_server_renamed_on_sighup_keeps_serving_on_the_same_socket(sock_
             assert result_text(await client.call(1, "echo", text="renamed")) == "renamed"
             await client.aclose()
     assert not any("could not start" in line for line in bridge.stderr_lines)
+
+
+def test_sse_after_on_the_command_line_reaches_the_http_listeners_options() -> None:
+    argv = ["--listen", "http://127.0.0.1:0/mcp", "--sse-after", "2m"]
+    config = build_serve_config(serve_parser().parse_args(argv), [sys.executable])
+    assert config.listen_options.http.sse_after == 120
+    default = build_serve_config(serve_parser().parse_args(argv[:2]), [sys.executable])
+    assert default.listen_options.http.sse_after == channels.HttpOptions().sse_after == 15
