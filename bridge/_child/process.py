@@ -331,3 +331,6 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
         raise
     finally:
         await child.stop()  # also when the nursery itself failed
+        # stop() closed stdin and stdout; stderr is ours (its logger ended with the nursery).
+        # Left to the garbage collector, one pipe per stopped child stays open for a while.
+        await trio.aclose_forcefully(process.stderr)

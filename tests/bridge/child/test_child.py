@@ -7,6 +7,7 @@ Real processes throughout: the bundled example server with its fault switches, a
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import re
@@ -285,6 +286,33 @@ async def test_a_grandchild_in_the_childs_process_group_does_not_survive_the_sto
             assert os.getpgid(grandchild) == child.pid
         await wait_until_gone(grandchild)
         assert not process_exists(child.pid)
+
+
+def open_pipes() -> int:
+    """Pipe file descriptors this process holds now."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:")
+        except OSError:
+            pass  # the listing's own fd, closed by now
+    return count
+
+
+async def test_a_stopped_child_leaves_none_of_its_pipes_open_in_the_bridge() -> None:
+    # The garbage collector would close a forgotten pipe some time later; the stop must not
+    # count on it (a soak of per-connection children held hundreds of stderr pipes until then).
+    gc.disable()
+    try:
+        before = open_pipes()
+        with trio.fail_after(TIMEOUT):
+            for _ in range(3):
+                async with open_child(ChildSpec(example_server()), PATIENT_STOP) as child:
+                    await ping(child)
+        assert child.returncode == 0
+        assert open_pipes() == before
+    finally:
+        gc.enable()
 
 
 async def test_stop_is_idempotent_and_later_calls_return_at_once() -> None:
