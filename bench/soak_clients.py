@@ -1,0 +1,395 @@
+"""The soak's well-behaved clients: each runs the call mix until the soak's stop time.
+
+A client owns its connections (opens, uses and closes them) and writes only its configuration's
+:class:`~soak_tally.Tally`. Stream clients (Unix, TCP, WebSocket) open a session with
+``initialize``, keep :data:`CONCURRENCY` requests in flight, and reconnect after a while (so
+connections and per-connection children churn); HTTP clients do the same with a legacy session or
+with stateless 2026-07-28 POSTs. A connection the bridge ends is counted as a disconnect, explained
+only if the configuration's child was killed within :data:`KILL_WINDOW_S` before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+import trio_websocket
+from soak_http import LEGACY, MODERN_META, HttpClosed, HttpConn, post
+from soak_tally import CANCEL_AFTER_S, Ledger, Tally, draw_call, error_reason, tools_call
+from wsproto.utilities import LocalProtocolError
+
+CONCURRENCY = 2  # requests a client keeps in flight at once
+CONNECTION_LIFE_S = (20.0, 60.0)  # a connection is closed and reopened after a time drawn here
+# A disconnect within this long of a kill is put down to the kill: a per-connection child's
+# connection ends at once, a legacy HTTP session on its next request (a slow call: up to 2 s).
+KILL_WINDOW_S = 10.0
+RETRY_S = 0.5  # between a failed connect and the next
+INITIALIZE_PARAMS = {
+    "protocolVersion": LEGACY,
+    "capabilities": {},
+    "clientInfo": {"name": "soak", "version": "1"},
+}
+SESSION_GONE = {"session-ended", "unknown-session", "child-exited"}
+
+
+def initialize(request_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": INITIALIZE_PARAMS}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def cancelled(request_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+
+
+class LineStream:
+    """Newline-delimited JSON-RPC on a trio stream (Unix or TCP), owned by its client."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+        self.lock = trio.Lock()  # the client's workers share the connection
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self.lock:
+            await self.stream.send_all(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def receive(self) -> dict[str, Any] | None:
+        while (end := self.buffer.find(b"\n")) < 0:
+            try:
+                data = await self.stream.receive_some(1 << 16)
+            except (trio.BrokenResourceError, OSError):
+                return None
+            if not data:
+                return None
+            self.buffer += data
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
+        return dict(json.loads(line))
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class WsStream:
+    """JSON-RPC in WebSocket text messages, owned by its client."""
+
+    def __init__(self, ws: trio_websocket.WebSocketConnection) -> None:
+        self.ws = ws
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.ws.send_message(json.dumps(message, separators=(",", ":")))
+
+    async def receive(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(await self.ws.get_message()))
+        except trio_websocket.ConnectionClosed:
+            return None
+
+    async def aclose(self) -> None:
+        await self.ws.aclose()
+
+
+async def connect_stream(address: str) -> LineStream:
+    """Open a connection to ``unix:PATH`` or ``tcp:HOST:PORT``."""
+    if address.startswith("unix:"):
+        return LineStream(await trio.open_unix_socket(address[5:]))
+    host, port = address[4:].rsplit(":", 1)
+    return LineStream(await trio.open_tcp_stream(host, int(port)))
+
+
+def on_disconnect(tally: Tally, what: str) -> None:
+    if tally.killed_recently(KILL_WINDOW_S):
+        tally.disconnects += 1
+    elif len(tally.unexplained_disconnects) < 20:
+        tally.unexplained_disconnects.append(f"{trio.current_time():.1f}s {what}")
+    else:
+        tally.unexplained_disconnects.append("...")
+
+
+@asynccontextmanager
+async def opened(address: str) -> AsyncIterator[LineStream | WsStream]:
+    """A connection to ``unix:PATH``, ``tcp:HOST:PORT`` or ``ws://HOST:PORT/``, closed on exit.
+
+    trio-websocket runs a reader task per connection, which can raise on its own (wsproto's
+    LocalProtocolError for a pong sent while the connection closes): each WebSocket gets a nursery
+    of its own, so that error ends this connection only, as a close would.
+    """
+    if not address.startswith("ws://"):
+        conn = await connect_stream(address)
+        try:
+            yield conn
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                await conn.aclose()
+        return
+    host, port = address[5:].rstrip("/").rsplit(":", 1)
+    try:
+        async with trio.open_nursery() as nursery:
+            ws = WsStream(
+                await trio_websocket.connect_websocket(nursery, host, int(port), "/", use_ssl=False)
+            )
+            try:
+                yield ws
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    await ws.aclose()
+    except BaseExceptionGroup as group:
+        rest = group.subgroup(lambda exc: not isinstance(exc, LocalProtocolError))
+        if rest is None:
+            return  # the library's own error: this connection is over
+        leaves = list(_leaves(rest))
+        if len(leaves) == 1:
+            raise leaves[0] from None  # as the caller's own code raised it
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+async def stream_client(address: str, tally: Tally, seed: int, stop_at: float) -> None:
+    """Run connections to ``address`` one after another until ``stop_at``."""
+    rng = random.Random(seed)
+    ids = itertools.count(1)
+    while trio.current_time() < stop_at:
+        try:
+            async with opened(address) as conn:
+                tally.connections += 1
+                life_end = min(stop_at, trio.current_time() + rng.uniform(*CONNECTION_LIFE_S))
+                await _run_stream_connection(conn, tally, rng, ids, life_end)
+        except (OSError, trio_websocket.HandshakeError) as exc:
+            tally.fail(f"connect failed: {exc!r}")
+            await trio.sleep(RETRY_S)
+
+
+async def _run_stream_connection(
+    conn: LineStream | WsStream, tally: Tally, rng: random.Random, ids: itertools.count[int], life_end: float
+) -> None:
+    ledger = Ledger(tally)
+    ended = trio.Event()  # the bridge ended the connection
+
+    async def reader() -> None:
+        while (message := await conn.receive()) is not None:
+            if "method" not in message:
+                ledger.reply(message)
+            else:
+                ledger.notification(message)
+        ended.set()
+        ledger.close()  # what is still pending is lost
+        on_disconnect(tally, "bridge ended a connection")
+        nursery.cancel_scope.cancel()
+
+    async def worker() -> None:
+        while trio.current_time() < life_end and not ended.is_set():
+            kind, tool, arguments, work_s = draw_call(rng)
+            request_id = next(ids)
+            token = f"p{request_id}" if kind in ("sleep", "progress", "cancel") else None
+            record = ledger.send(request_id, kind, work_s)
+            try:
+                await conn.send(tools_call(request_id, tool, arguments, token))
+                if kind == "cancel":
+                    await trio.sleep(CANCEL_AFTER_S)
+                    ledger.cancel(request_id)
+                    await conn.send(cancelled(request_id))
+            except (
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                OSError,
+                trio_websocket.ConnectionClosed,
+            ):
+                await ended.wait()
+                return
+            with trio.move_on_at(record.bound_at):
+                await record.done.wait()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        init = ledger.send(f"init-{next(ids)}", "initialize", 0.0)
+        errors_before = sum(tally.errors.values())
+        try:
+            await conn.send(initialize(f"init-{next(ids) - 1}"))
+            await conn.send(INITIALIZED)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, trio_websocket.ConnectionClosed):
+            await ended.wait()
+        with trio.move_on_at(init.bound_at):
+            await init.done.wait()
+        if sum(tally.errors.values()) == errors_before and not ended.is_set():
+            async with trio.open_nursery() as workers:
+                for _ in range(CONCURRENCY):
+                    workers.start_soon(worker)
+        nursery.cancel_scope.cancel()
+    if not ended.is_set():
+        # cancelled ones are dropped; anything else still pending past its bound is lost
+        ledger.close()
+
+
+async def http_legacy_client(
+    host: str, port: int, path: str, tally: Tally, seed: int, stop_at: float
+) -> None:
+    """Legacy sessions (2025-11-25) one after another until ``stop_at``; DELETE ends each."""
+    rng = random.Random(seed)
+    ids = itertools.count(1)
+    while trio.current_time() < stop_at:
+        ledger = Ledger(tally)
+        session = await _open_session(host, port, path, ledger, ids)
+        if session is None:
+            await trio.sleep(RETRY_S)
+            continue
+        tally.connections += 1
+        life_end = min(stop_at, trio.current_time() + rng.uniform(*CONNECTION_LIFE_S))
+        gone = trio.Event()
+        async with trio.open_nursery() as nursery:
+            for _ in range(CONCURRENCY):
+                nursery.start_soon(_http_worker, host, port, path, ledger, rng, ids, life_end, session, gone)
+        if gone.is_set():
+            on_disconnect(tally, "an HTTP session ended")
+        else:
+            with trio.move_on_after(5):
+                conn = await HttpConn.open(host, port)
+                try:
+                    await conn.exchange("DELETE", path, [("mcp-session-id", session)])
+                except HttpClosed as exc:
+                    tally.fail(f"DELETE failed: {exc}")
+                finally:
+                    await conn.aclose()
+        ledger.close()
+
+
+async def http_modern_client(
+    host: str, port: int, path: str, tally: Tally, seed: int, stop_at: float
+) -> None:
+    """Stateless 2026-07-28 POSTs until ``stop_at``; a cancellation closes its response."""
+    rng = random.Random(seed)
+    ids = itertools.count(1)
+    ledger = Ledger(tally)
+    tally.connections += 1
+    async with trio.open_nursery() as nursery:
+        for _ in range(CONCURRENCY):
+            nursery.start_soon(_http_worker, host, port, path, ledger, rng, ids, stop_at, None, trio.Event())
+    ledger.close()
+
+
+async def _open_session(
+    host: str, port: int, path: str, ledger: Ledger, ids: itertools.count[int]
+) -> str | None:
+    request_id = f"init-{next(ids)}"
+    ledger.send(request_id, "initialize", 0.0)
+    conn = None
+    try:
+        conn = await HttpConn.open(host, port)
+        with trio.fail_after(30):
+            answer = await post(conn, path, initialize(request_id))
+            for message in answer.messages:
+                ledger.reply(message)
+            session = answer.headers.get("mcp-session-id")
+            if session is None or answer.status != 200:
+                return None
+            await post(conn, path, INITIALIZED, session)
+            return session
+    except (HttpClosed, OSError, trio.TooSlowError) as exc:
+        ledger.tally.fail(f"initialize failed: {exc!r}")
+        ledger.close()
+        return None
+    finally:
+        if conn is not None:
+            await conn.aclose()
+
+
+async def _http_worker(
+    host: str,
+    port: int,
+    path: str,
+    ledger: Ledger,
+    rng: random.Random,
+    ids: itertools.count[int],
+    stop_at: float,
+    session: str | None,
+    gone: trio.Event,
+) -> None:
+    tally = ledger.tally
+    conn: HttpConn | None = None
+    try:
+        while trio.current_time() < stop_at and not gone.is_set():
+            kind, tool, arguments, work_s = draw_call(rng)
+            request_id = next(ids)
+            token = f"p{request_id}" if kind in ("sleep", "progress", "cancel") else None
+            message = tools_call(request_id, tool, arguments, token)
+            if session is None:
+                message["params"]["_meta"] = {**message["params"].get("_meta", {}), **MODERN_META}
+            record = ledger.send(request_id, kind, work_s)
+            if conn is None or not conn.reusable:
+                if conn is not None:
+                    await conn.aclose()
+                conn = await HttpConn.open(host, port)
+            try:
+                async with trio.open_nursery() as nursery:
+                    if kind == "cancel":
+                        nursery.start_soon(_cancel, host, port, path, ledger, request_id, session, nursery)
+                    with trio.move_on_at(record.bound_at):
+                        answer = await post(conn, path, message, session, modern=session is None)
+                        nursery.cancel_scope.cancel()
+                        for reply in answer.messages:
+                            if isinstance(reply, dict) and "method" not in reply:
+                                if reply.get("id") is None and "error" in reply:
+                                    tally.faults["refusal with id null"] += 1
+                                    reply = {**reply, "id": request_id}
+                                ledger.reply(reply)
+                                if error_reason(reply) in SESSION_GONE and session is not None:
+                                    gone.set()
+                            else:
+                                ledger.notification(reply)
+                        if answer.status == 404 and session is not None:
+                            gone.set()
+            except HttpClosed as exc:
+                if not record.cancelled:
+                    tally.fail(f"POST {kind} ended without an answer: {exc}")
+                await conn.aclose()
+                conn = None
+            if record.cancelled or not record.done.is_set():
+                ledger.pending.pop(request_id, None)  # cancelled (no answer owed) or lost
+                if not record.cancelled:
+                    tally.lost += 1
+                if conn is not None:
+                    await conn.aclose()
+                    conn = None
+    except OSError as exc:
+        tally.fail(f"HTTP connect failed: {exc!r}")
+    finally:
+        if conn is not None:
+            await conn.aclose()
+
+
+async def _cancel(
+    host: str,
+    port: int,
+    path: str,
+    ledger: Ledger,
+    request_id: Any,
+    session: str | None,
+    post_nursery: trio.Nursery,
+) -> None:
+    """Cancel a request after :data:`CANCEL_AFTER_S`: legacy by notification, modern by closing."""
+    await trio.sleep(CANCEL_AFTER_S)
+    ledger.cancel(request_id)
+    if session is None:
+        post_nursery.cancel_scope.cancel()  # closing the response is 2026-07-28's cancellation
+        return
+    conn = await HttpConn.open(host, port)
+    try:
+        with trio.move_on_after(10):
+            await post(conn, path, cancelled(request_id), session)
+    except HttpClosed:
+        pass
+    finally:
+        await conn.aclose()
