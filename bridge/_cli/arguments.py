@@ -12,6 +12,8 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import TypeVar
 
+from channels import ListenOptions, TcpKeepalive
+
 from .._errors import ConfigError
 from .._limits import parse_duration, parse_size
 
@@ -75,6 +77,52 @@ def socket_mode(text: str) -> int:
             f"{text}: socket mode must be within 0770 (no access for others); use 0600 or 0660"
         )
     return mode
+
+
+def keepalive(text: str) -> TcpKeepalive | None:
+    """``IDLE,INTERVAL,COUNT`` (TCP keepalive timings), or ``off``."""
+    try:
+        return TcpKeepalive.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_listener_timeouts(bounds: argparse._ArgumentGroup) -> None:
+    """The listeners' own timeouts: handshake, WebSocket keepalive, idle connections, TCP keepalive."""
+    defaults = ListenOptions()
+    for flag, default, what in (
+        (
+            "--handshake-timeout",
+            defaults.handshake_timeout,
+            "how long a client may take for its TLS handshake, WebSocket upgrade and authentication",
+        ),
+        ("--ping-interval", defaults.ping_interval, "WebSocket keepalive ping period"),
+        ("--ping-timeout", defaults.ping_timeout, "close a WebSocket whose pong takes longer"),
+    ):
+        bounds.add_argument(
+            flag,
+            type=duration(flag),
+            default=default,
+            metavar="DURATION",
+            help=f"{what} (default: {default:g}s)",
+        )
+    bounds.add_argument(
+        "--idle-timeout",
+        type=duration("--idle-timeout"),
+        default=None,
+        metavar="DURATION",
+        help="close a unix:, tcp: or tls: connection (stopping its child) after this long with no "
+        "traffic either way and no request in flight; 0 for never (default: never on unix:, "
+        "1h on tcp: and tls:)",
+    )
+    bounds.add_argument(
+        "--tcp-keepalive",
+        type=keepalive,
+        default=defaults.tcp_keepalive,
+        metavar="IDLE,INTERVAL,COUNT",
+        help="TCP keepalive on accepted tcp: and tls: connections, in seconds and probes, or off "
+        "(default: 300,100,3: a vanished peer is noticed within about 10 minutes)",
+    )
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from channels import HttpOptions, ListenOptions, parse_address
+from channels import HttpOptions, ListenOptions, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
 from .._child.supervisor import RestartPolicy
@@ -153,7 +153,7 @@ def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
 
 
 # Limits that belong to the listeners (ListenOptions), not to Limits.
-LISTENER_TIMEOUTS = ("handshake_timeout", "ping_interval", "ping_timeout")
+LISTENER_TIMEOUTS = ("handshake_timeout", "ping_interval", "ping_timeout", "idle_timeout")
 
 
 def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, dict[str, Any]]:
@@ -162,7 +162,7 @@ def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, dict[str, Any]]:
     values: dict[str, Any] = {}
     for field in attrs.fields(LimitsEntry):
         value = getattr(entry, field.name)
-        if value is None or field.name in LISTENER_TIMEOUTS:
+        if value is None or field.name in LISTENER_TIMEOUTS or field.name == "tcp_keepalive":
             continue
         if field.name in ("max_message", "max_child_message"):
             name = "max_client_message" if field.name == "max_message" else field.name
@@ -176,6 +176,11 @@ def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, dict[str, Any]]:
         for name in LISTENER_TIMEOUTS
         if getattr(entry, name) is not None
     }
+    if entry.tcp_keepalive is not None:
+        try:
+            timeouts["tcp_keepalive"] = TcpKeepalive.parse(entry.tcp_keepalive)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.tcp_keepalive: {exc}") from None
     return attrs.evolve(defaults, **values), timeouts
 
 

@@ -102,6 +102,8 @@ class LimitsEntry:
     handshake_timeout: str | None = None
     ping_interval: str | None = None
     ping_timeout: str | None = None
+    idle_timeout: str | None = None
+    tcp_keepalive: str | None = None
 
 
 @attrs.frozen

@@ -93,6 +93,8 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         handshake_timeout=options.handshake_timeout,
         ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,
+        idle_timeout=options.idle_timeout,
+        tcp_keepalive=options.tcp_keepalive,
         http=HttpOptions(
             session_idle_timeout=options.session_idle_timeout,
             max_sessions=options.max_sessions,

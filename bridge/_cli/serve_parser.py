@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from channels import HttpOptions, ListenOptions, address_schemes
+from channels import HttpOptions, address_schemes
 
 from .._child.supervisor import RestartPolicy
 from .._limits import Limits
-from .arguments import add_common, count, duration, positive, size, socket_mode
+from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
 
 # A raw string, printed as written (RawDescriptionHelpFormatter): the "\" ending a line is the
@@ -351,29 +351,7 @@ def _add_timeouts(bounds: Group) -> None:
             metavar="DURATION",
             help=f"how long {what} (default: {default:g}s)",
         )
-    bounds.add_argument(
-        "--handshake-timeout",
-        type=duration("--handshake-timeout"),
-        default=ListenOptions().handshake_timeout,
-        metavar="DURATION",
-        help="how long a client may take for its TLS handshake, WebSocket "
-        "upgrade and authentication (default: "
-        f"{ListenOptions().handshake_timeout:g}s)",
-    )
-    bounds.add_argument(
-        "--ping-interval",
-        type=duration("--ping-interval"),
-        default=ListenOptions().ping_interval,
-        metavar="DURATION",
-        help=f"WebSocket keepalive ping period (default: {ListenOptions().ping_interval:g}s)",
-    )
-    bounds.add_argument(
-        "--ping-timeout",
-        type=duration("--ping-timeout"),
-        default=ListenOptions().ping_timeout,
-        metavar="DURATION",
-        help=f"close a WebSocket whose pong takes longer (default: {ListenOptions().ping_timeout:g}s)",
-    )
+    add_listener_timeouts(bounds)
     bounds.add_argument(
         "--request-timeout",
         type=duration("--request-timeout"),

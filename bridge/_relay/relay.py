@@ -11,7 +11,8 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
 ``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stopping``,
-``_watch_stop_now`` and, with a request timeout, ``Ledger.expire_requests`` (:mod:`.ledger`, the
+``_watch_stop_now``, with an idle timeout ``IdleWatch.run`` (:mod:`.idle`) and, with a request
+timeout, ``Ledger.expire_requests`` (:mod:`.ledger`, the
 book of requests both directions keep). The first condition that ends the connection is recorded
 as an :class:`~.ending.Ending`; the tasks are then cancelled, the requests still in flight are
 answered with the Ending's error, and ``run`` returns. Closing the client and stopping the child are
@@ -36,11 +37,16 @@ from channels import MessageChannel
 from .._child.process import ChildProcess
 from .._limits import Limits
 from .ending import Ending
+from .idle import IdleWatch
 from .ledger import Ledger
 from .to_child import ToChild
 from .to_client import ToClient
 from .unread import answer_unread, ending_error
 from .writers import ChildWriter, ClientWriter
+
+
+def _no_traffic_watch() -> None:
+    """Traffic is not watched: the connection has no idle timeout."""
 
 
 @attrs.define(eq=False)
@@ -74,12 +80,18 @@ class Relay:
     _child_writer: ChildWriter = attrs.field(init=False)
     _to_child: ToChild = attrs.field(init=False)
     _to_client: ToClient = attrs.field(init=False)
+    _idle: IdleWatch | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         limits = self.limits
         ledger = self._ledger = Ledger(limits.max_in_flight, limits.request_timeout)
         self.client.send_timeout = limits.send_timeout
-        client_writer = self._client_writer = ClientWriter(self.client, limits.send_timeout, self._end)
+        idle_timeout = self.client.idle_timeout
+        idle = self._idle = IdleWatch(idle_timeout) if idle_timeout else None
+        touch = idle.touch if idle is not None else _no_traffic_watch
+        client_writer = self._client_writer = ClientWriter(
+            self.client, limits.send_timeout, self._end, touch=touch
+        )
         child_writer = self._child_writer = ChildWriter(self.child.channel)
         self._to_child = ToChild(
             self.client,
@@ -94,6 +106,7 @@ class Relay:
             end=self._end,
             reply=client_writer.reply,
             send_to_child=child_writer.send,
+            touch=touch,
         )
         self._to_client = ToClient(
             self.child,
@@ -127,6 +140,8 @@ class Relay:
             tasks.start_soon(self._to_client.watch_child)
             tasks.start_soon(self._watch_stopping)
             tasks.start_soon(self._watch_stop_now)
+            if self._idle is not None:
+                tasks.start_soon(self._idle.run, self._ledger.wait_idle, self._end)
             if self.limits.request_timeout is not None:
                 tasks.start_soon(
                     self._ledger.expire_requests,

@@ -53,6 +53,7 @@ class ToChild:
         end: records why the connection ended (the first call wins).
         reply: sends the client one reply written by the bridge.
         send_to_child: writes to the child; False if its stdin is closed.
+        touch: notes traffic from the client (for the idle timeout).
 
     Attributes:
         unread: messages received from the client but not handled yet; what is left of them when
@@ -71,6 +72,7 @@ class ToChild:
     _end: Callable[[Ending], None]
     _reply: Callable[[JSONObject], Awaitable[bool]]
     _send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]
+    _touch: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
     unread: deque[JSONObject | ProtocolError] = attrs.field(init=False, factory=deque)
 
     async def run(self) -> None:
@@ -85,6 +87,7 @@ class ToChild:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._end(CLIENT_GONE)
                 return
+            self._touch()
             forward: list[JSONObject] = []
             unread = self.unread
             unread.extend(items)

@@ -32,6 +32,11 @@ class WrappedChannel(MessageChannel):
         return self._channel.bytes_sent
 
     @property
+    def idle_timeout(self) -> float | None:  # type: ignore[override]
+        """The wrapped channel's idle timeout."""
+        return self._channel.idle_timeout
+
+    @property
     def one_request(self) -> bool:  # type: ignore[override]
         """Whether the wrapped channel carries a single request."""
         return self._channel.one_request

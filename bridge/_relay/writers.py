@@ -30,11 +30,13 @@ class ClientWriter:
         client: the client's channel; its owner closes it.
         send_timeout: the client channel's ``send_timeout`` (for the log line of a slow client).
         end: records why the connection ended (the first call wins).
+        touch: notes traffic to the client (for the idle timeout).
     """
 
     client: MessageChannel
     send_timeout: float
     end: Callable[[Ending], None]
+    touch: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
     _lock: HandoffLock = attrs.field(init=False, factory=HandoffLock)
     _writable: bool = attrs.field(init=False, default=True)
 
@@ -60,6 +62,7 @@ class ClientWriter:
             self._writable = False  # until the write has completed
             await self.client.send_many(messages)
             self._writable = True
+            self.touch()
             return True
         except SendTimeout:
             self.end(

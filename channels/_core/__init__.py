@@ -78,6 +78,7 @@ from .options import (
     HttpOptions,
     ListenError,
     ListenOptions,
+    TcpKeepalive,
 )
 from .serve import (
     connect,
@@ -128,6 +129,7 @@ __all__ = [
     "StreamChannel",
     "StreamIncoming",
     "StreamListener",
+    "TcpKeepalive",
     "TokenSet",
     "address_schemes",
     "authenticate_message",

@@ -127,6 +127,11 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.
     Implementations that do not support it leave it ``None``."""
 
+    idle_timeout: float | None = None
+    """Seconds without traffic either way and without a request in flight after which the
+    channel's user should close it, or ``None`` (the default): a listener's setting, carried to
+    whoever serves the connection (only that user knows what is in flight)."""
+
     @property
     @abstractmethod
     def peer(self) -> PeerInfo:

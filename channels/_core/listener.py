@@ -268,6 +268,7 @@ class StreamIncoming(Incoming):
         tokens: if set, the first line must be a ``bridge/authenticate`` notification carrying
             one of these tokens.
         handshake_timeout: seconds for the TLS handshake and the authentication together.
+        idle_timeout: set as the channel's :attr:`~MessageChannel.idle_timeout`.
     """
 
     stream: trio.abc.Stream
@@ -275,6 +276,7 @@ class StreamIncoming(Incoming):
     max_message_bytes: int
     tokens: TokenSet | None = None
     handshake_timeout: float = 10.0
+    idle_timeout: float | None = None
 
     @property
     def peer(self) -> PeerInfo:
@@ -301,6 +303,7 @@ class StreamIncoming(Incoming):
                 if isinstance(self.stream, TLS_STREAMS):
                     peer = await tls_handshake(self.stream, peer)
                 channel = StreamChannel(self.stream, max_message_bytes=self.max_message_bytes, peer=peer)
+                channel.idle_timeout = self.idle_timeout
                 if self.tokens is not None:
                     label = await authenticate_first_message(channel, self.tokens)
                     channel.peer = attrs.evolve(peer, credential=label)

@@ -22,7 +22,14 @@ from .._core.address import Address, AddressError, register_address_kind
 from .._core.auth import authenticate_message
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
-from .._core.options import ConnectError, ConnectOptions, ListenError, ListenOptions
+from .._core.options import (
+    DEFAULT_TCP_IDLE_TIMEOUT,
+    ConnectError,
+    ConnectOptions,
+    ListenError,
+    ListenOptions,
+    TcpKeepalive,
+)
 from .._core.stream import StreamChannel
 from .._core.tlscontext import ServerTls
 from .._core.tlsstream import TlsSocketStream
@@ -102,21 +109,42 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *, 
     return False
 
 
+def set_keepalive(sock: trio.socket.SocketType, keepalive: TcpKeepalive) -> None:
+    """Turn TCP keepalive on for ``sock`` with ``keepalive``'s timings (where the OS has them).
+
+    Raises:
+        OSError: the socket is gone already.
+    """
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", keepalive.idle),
+        ("TCP_KEEPINTVL", keepalive.interval),
+        ("TCP_KEEPCNT", keepalive.count),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 async def accept_tcp(
     listener: trio.SocketListener,
     transport: str,
     tls: ServerTls | None,
     *,
     https_compatible: bool = False,
+    keepalive: TcpKeepalive | None = None,
 ) -> tuple[trio.abc.Stream, PeerInfo]:
     """Accept one connection: the stream and what is known of the peer.
 
     With ``tls`` the stream is TLS-wrapped, its handshake not yet done, with the context current
-    when the connection came (a reload while this waited counts).
+    when the connection came (a reload while this waited counts). With ``keepalive`` the socket
+    gets TCP keepalive (:func:`set_keepalive`).
     """
     while True:
         stream = await listener.accept()
         try:
+            if keepalive is not None:
+                set_keepalive(stream.socket, keepalive)
             host, port = stream.socket.getpeername()[:2]
             peer = PeerInfo(transport, format_host_port(host, port))
             if tls is None:
@@ -158,13 +186,17 @@ class TcpListener(MessageListener):
         return self._address
 
     async def accept(self) -> Incoming:
-        wrapped, peer = await accept_tcp(self._listener, self._transport, self._tls)
+        options = self._options
+        wrapped, peer = await accept_tcp(
+            self._listener, self._transport, self._tls, keepalive=options.tcp_keepalive
+        )
         return StreamIncoming(
             wrapped,
             peer,
-            self._options.max_message_bytes,
-            tokens=self._options.tokens,
-            handshake_timeout=self._options.handshake_timeout,
+            options.max_message_bytes,
+            tokens=options.tokens,
+            handshake_timeout=options.handshake_timeout,
+            idle_timeout=options.idle_timeout_for(DEFAULT_TCP_IDLE_TIMEOUT),
         )
 
     async def aclose(self) -> None:

@@ -33,7 +33,13 @@ import trio
 from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
-from .._core.options import ConnectError, ConnectOptions, ListenError, ListenOptions
+from .._core.options import (
+    DEFAULT_UNIX_IDLE_TIMEOUT,
+    ConnectError,
+    ConnectOptions,
+    ListenError,
+    ListenOptions,
+)
 from .._core.stream import StreamChannel
 
 logger = logging.getLogger("channels.unix")
@@ -179,7 +185,12 @@ class UnixListener(MessageListener):
             pid, uid, gid = credentials if credentials else (None, None, None)
             peer = PeerInfo("unix", self._path, pid=pid, uid=uid, gid=gid)
             if self._admits(uid, gid):
-                return StreamIncoming(stream, peer, self._options.max_message_bytes)
+                return StreamIncoming(
+                    stream,
+                    peer,
+                    self._options.max_message_bytes,
+                    idle_timeout=self._options.idle_timeout_for(DEFAULT_UNIX_IDLE_TIMEOUT),
+                )
             logger.warning("%s: refused: peer not in --allow-uid/--allow-gid", peer)
             await trio.aclose_forcefully(stream)
 

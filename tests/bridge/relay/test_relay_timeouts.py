@@ -50,8 +50,11 @@ def channel_pair(*, lockstep: bool = False) -> tuple[StreamChannel, StreamChanne
     return StreamChannel(left), StreamChannel(right)
 
 
-def make_relay(limits: Limits, *, lockstep_client: bool = False) -> tuple[Relay, StreamChannel, FakeChild]:
+def make_relay(
+    limits: Limits, *, lockstep_client: bool = False, idle_timeout: float | None = None
+) -> tuple[Relay, StreamChannel, FakeChild]:
     client, client_end = channel_pair(lockstep=lockstep_client)
+    client_end.idle_timeout = idle_timeout  # what a stream listener sets from its options
     bridge_end, server = channel_pair()
     child = FakeChild(bridge_end, server)
     return Relay(client_end, child, limits), client, child  # type: ignore[arg-type]
@@ -290,3 +293,48 @@ async def test_answered_requests_leave_no_pile_of_deadlines_and_timeouts_still_f
             timed_out = [(await client.receive())["id"] for _ in range(2)]
             nursery.cancel_scope.cancel()
     assert timed_out == ["slow", "late"]
+
+
+async def test_a_connection_idle_for_the_idle_timeout_is_closed_and_one_in_use_is_not(autojump_clock):
+    relay, client, child = make_relay(Limits(), idle_timeout=60)
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await trio.sleep(50)
+            await client.send(tool_request(1))  # traffic 50 s in: the clock starts again
+            await child.server.receive()
+            await child.server.send({"jsonrpc": "2.0", "id": 1, "result": {}})
+            assert (await client.receive())["id"] == 1
+            answered = trio.current_time()
+            with pytest.raises(trio.EndOfChannel):
+                await client.receive()
+            assert trio.current_time() - answered == pytest.approx(60, abs=1)
+    assert relay.ending is not None and relay.ending.reason == "idle-timeout"
+
+
+async def test_a_request_in_flight_longer_than_the_idle_timeout_keeps_the_connection_open(autojump_clock):
+    relay, client, child = make_relay(Limits(), idle_timeout=60)
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request("slow"))
+            await child.server.receive()
+            await trio.sleep(600)  # ten idle timeouts with the request in flight and no traffic
+            assert relay.ending is None
+            await child.server.send({"jsonrpc": "2.0", "id": "slow", "result": {}})
+            assert (await client.receive()) == {"jsonrpc": "2.0", "id": "slow", "result": {}}
+            answered = trio.current_time()
+            with pytest.raises(trio.EndOfChannel):
+                await client.receive()
+            assert trio.current_time() - answered == pytest.approx(60, abs=1)
+    assert relay.ending is not None and relay.ending.reason == "idle-timeout"
+
+
+async def test_without_an_idle_timeout_a_silent_connection_stays_open(autojump_clock):
+    relay, _client, _child = make_relay(Limits())
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await trio.sleep(VIRTUAL_DEADLINE / 2)
+            assert relay.ending is None
+            relay.stop_now.set()

@@ -1,0 +1,47 @@
+"""Closing a connection that has been silent too long: no traffic either way, nothing in flight.
+
+A half-open connection (its peer vanished without a FIN) or one a client simply forgot would
+otherwise hold its child process for ever. The listener chooses the timeout
+(:attr:`~channels.MessageChannel.idle_timeout`: off for ``unix:`` by default, one hour for
+``tcp:`` and ``tls:``); the relay enforces it, since only it knows what is in flight. A request
+in flight, however long, keeps the connection open: the timeout counts from the end of the last
+traffic once nothing is awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import attrs
+import trio
+
+from .ending import Ending
+
+
+@attrs.define(eq=False)
+class IdleWatch:
+    """When the connection last saw traffic, and the task that ends it once it has been idle too long.
+
+    Args:
+        timeout: seconds of silence (with nothing in flight) after which the connection ends.
+    """
+
+    timeout: float
+    _last: float = attrs.field(init=False, factory=trio.current_time)
+
+    def touch(self) -> None:
+        """Traffic passed, either way."""
+        self._last = trio.current_time()
+
+    async def run(self, wait_idle: Callable[[], Awaitable[None]], end: Callable[[Ending], None]) -> None:
+        """End the connection (through ``end``) once it has been idle for ``timeout``.
+
+        ``wait_idle`` returns once no request is in flight.
+        """
+        while True:
+            await wait_idle()
+            deadline = self._last + self.timeout
+            if trio.current_time() >= deadline:
+                end(Ending(f"connection idle for {self.timeout:g}s", "idle-timeout"))
+                return
+            await trio.sleep_until(deadline)
