@@ -2,7 +2,9 @@
 
 ``relay`` is one client channel to one child with stdio semantics, wiring ``to_child`` (client →
 child), ``to_client`` (child → client), ``writers`` (one per end), ``ledger`` (requests awaiting a
-reply, and their timeouts) and ``ending`` (why a connection ended); ``inflight`` tracks which
+reply, and their timeouts), ``ending`` (why a connection ended), ``unread`` (answering what the
+client had sent when it ended), ``idle`` (the idle timeout) and ``strays`` (replies to no request
+in flight, shared mode's too); ``inflight`` tracks which
 requests await a reply; ``wrapped`` is the base of the channel wrappers ``peeked`` (messages read
 ahead), ``tap`` (a JSON Lines record) and ``requests`` (request metrics).
 
