@@ -159,8 +159,9 @@ class ListenOptions:
             turns it off; ``None`` (the default) is each kind's default
             (:data:`DEFAULT_UNIX_IDLE_TIMEOUT`, :data:`DEFAULT_TCP_IDLE_TIMEOUT`). Set on each
             accepted channel as :attr:`~channels.MessageChannel.idle_timeout`; its user enforces it.
-        tcp_keepalive: keepalive on connections accepted by ``tcp:`` and ``tls:`` listeners;
-            ``None`` leaves the kernel's setting (off).
+        tcp_keepalive: keepalive on connections accepted by every TCP listener (``tcp:``,
+            ``tls:``, ``ws://``, ``wss://``, ``http://``, ``https://``); ``None`` leaves the
+            kernel's setting (off).
         http: settings of HTTP listeners.
     """
 

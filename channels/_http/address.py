@@ -21,7 +21,7 @@ from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
-from .._core.options import ConnectOptions, ListenOptions
+from .._core.options import ConnectOptions, ListenOptions, TcpKeepalive
 from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
 from .._sockets.endpoint import Endpoint, parse_endpoint
@@ -50,10 +50,12 @@ class HttpListener(MessageListener):
         tls: ServerTls | None,
         *,
         address: str | None = None,
+        keepalive: TcpKeepalive | None = None,
     ) -> None:
         self._listener = listener
         self._service = service
         self._tls = tls
+        self._keepalive = keepalive
         self._unix = listener.socket.family == socket.AF_UNIX
         if address is None:
             host, port = listener.socket.getsockname()[:2]
@@ -120,7 +122,11 @@ class HttpListener(MessageListener):
                         self._service.endpoint.scheme, self._address
                     )
                 return await accept_tcp(
-                    self._listener, self._service.endpoint.scheme, self._tls, https_compatible=True
+                    self._listener,
+                    self._service.endpoint.scheme,
+                    self._tls,
+                    https_compatible=True,
+                    keepalive=self._keepalive,
                 )
             except OSError as exc:
                 if exc.errno not in ACCEPT_CAPACITY_ERRORS:
@@ -178,7 +184,7 @@ class _HttpAddress(Address):
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
         service = _service(endpoint, loopback, options)
         return [
-            HttpListener(listener, service, tls)
+            HttpListener(listener, service, tls, keepalive=options.tcp_keepalive)
             for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
         ]
 
@@ -260,7 +266,11 @@ class HttpFdAddress(Address):
         service = _service(Endpoint("http", host, port, self.path), loopback, options)
         return [
             HttpListener(
-                trio.SocketListener(trio.socket.from_stdlib_socket(sock)), service, None, address=str(self)
+                trio.SocketListener(trio.socket.from_stdlib_socket(sock)),
+                service,
+                None,
+                address=str(self),
+                keepalive=options.tcp_keepalive,
             )
             for sock in sockets
         ]

@@ -112,7 +112,11 @@ class WebSocketListener(MessageListener):
 
     async def accept(self) -> Incoming:
         wrapped, peer = await accept_tcp(
-            self._listener, self._endpoint.transport, self._tls, https_compatible=True
+            self._listener,
+            self._endpoint.transport,
+            self._tls,
+            https_compatible=True,
+            keepalive=self._options.tcp_keepalive,
         )
         return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
 

@@ -87,3 +87,31 @@ async def test_tcp_connections_get_the_default_keepalive_and_idle_timeout_and_un
                 incoming = await unix.accept()
                 async with incoming, incoming.establish() as channel:
                     assert channel.idle_timeout is None
+
+
+async def test_websocket_and_http_listeners_give_their_tcp_connections_keepalive_too() -> None:
+    options = ListenOptions(tcp_keepalive=TcpKeepalive(idle=43, interval=8, count=5))
+    with trio.fail_after(TIMEOUT):
+        (ws,) = await parse_address("ws://127.0.0.1:0/mcp").listen(options)
+        (http,) = await parse_address("http://127.0.0.1:0/mcp").listen(options)
+        async with ws, http:
+            settings = []
+            for listener in (ws, http):
+                port = int(listener.address.rpartition(":")[2].split("/")[0])
+                async with await trio.open_tcp_stream("127.0.0.1", port):
+                    if listener is ws:
+                        incoming = await ws.accept()
+                        stream = incoming.stream  # type: ignore[attr-defined]
+                    else:  # an HTTP listener is served, not accepted: take its next connection
+                        stream, _peer = await http._accept()  # type: ignore[attr-defined]
+                    sock = stream.socket
+                    settings.append(
+                        (
+                            sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+                        )
+                    )
+                    await stream.aclose()
+    assert settings == [(1, 43, 8, 5), (1, 43, 8, 5)]
