@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._core.jsonrpc import JSONObject
+from ..._core.jsonrpc import JSONObject, RequestId
 from ..._core.options import HttpOptions
 from ..._core.ticker import Ticker
 from ..._mcp.admission import (
@@ -64,8 +64,8 @@ REMOVED_METHODS = frozenset(
 OVER_CAPACITY = frozenset({"too-many-connections"})
 
 
-def _unknown_session() -> Refused:
-    return refuse(404, -32001, "Session not found", "unknown-session")
+def _unknown_session(request_id: RequestId | None = None) -> Refused:
+    return refuse(404, -32001, "Session not found", "unknown-session", request_id)
 
 
 class McpEndpoint:
@@ -123,6 +123,7 @@ class McpEndpoint:
         if refusal is not None:
             raise Refused(refusal)
         session_id = request.header(b"mcp-session-id")
+        request_id = messages[0].get("id") if len(messages) == 1 else None  # what a refusal names
         if session_id is None:
             if len(messages) == 1 and messages[0].get("method") == "initialize" and "id" in messages[0]:
                 await self._initialize(call, messages[0])
@@ -132,8 +133,9 @@ class McpEndpoint:
                 -32000,
                 "Bad Request: no Mcp-Session-Id header; open a session with initialize first",
                 "missing-session",
+                request_id,
             )
-        session = self._session(call, session_id)
+        session = self._session(call, session_id, request_id)
         if isinstance(parsed, list) and session.protocol_version not in (None, "2025-03-26"):
             raise refuse(
                 400, -32600, "Invalid Request: batches were removed after 2025-03-26", "batch-not-allowed"
@@ -165,7 +167,7 @@ class McpEndpoint:
         try:
             await session.deliver(messages)
         except trio.ClosedResourceError:
-            raise _unknown_session() from None
+            raise _unknown_session(request_id) from None
         if stream is None:
             await call.respond(202)
         else:
@@ -191,8 +193,12 @@ class McpEndpoint:
         self._post_header_checks[key] = refusal
         return refusal
 
-    def _session(self, call: HttpCall, session_id: bytes) -> SessionChannel:
+    def _session(
+        self, call: HttpCall, session_id: bytes, request_id: RequestId | None = None
+    ) -> SessionChannel:
         """The live session ``session_id`` names, opened with the same token as this request's.
+
+        Refused with 404 (naming ``request_id``, the id of the request refused, if any) otherwise.
 
         A session is bound to the credential that opened it (the spec's security best practices,
         2025-11-25, "Session Hijacking": bind the session to the user's identity): another token
@@ -200,7 +206,7 @@ class McpEndpoint:
         """
         session = self.sessions.get(session_id.decode("latin-1"))
         if session is None or session.closed or session.ended or session.peer.credential != call.credential:
-            raise _unknown_session()
+            raise _unknown_session(request_id)
         return session
 
     async def _initialize(self, call: HttpCall, message: JSONObject) -> None:
@@ -233,7 +239,10 @@ class McpEndpoint:
             keepalive=self.http.sse_keepalive,
             ticker=self.ticker,
         )
-        await write_response(call.connection, stream, style)
+        if not await write_response(call.connection, stream, style):
+            logger.info(
+                "%s: the client closed its response before its end; kept for Last-Event-ID", call.peer
+            )
         session.last_active = trio.current_time()
         if stream.ended:
             session.forget(stream)
@@ -306,6 +315,7 @@ class McpEndpoint:
             ticker=self.ticker,
         )
         if not await write_response(call.connection, exchange.stream, style):
+            logger.info("%s: the client closed its response before the reply; request cancelled", call.peer)
             exchange.leave()
 
     def _learn(self, request: JSONObject, reply: JSONObject) -> None:

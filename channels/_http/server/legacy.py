@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 import trio
 
+from ..._core.jsonrpc import RequestId
 from ..._core.options import HttpOptions
 from ..._mcp.admission import HttpRefusal, parse_body
 from ..sse import encode_event
@@ -73,10 +74,16 @@ class LegacySse:
         query = parse_qs(request.query)
         ids = query.get("session_id") or query.get("sessionId")  # the Python and TypeScript SDKs' names
         if not ids:
-            raise refuse(400, -32000, "Bad Request: session_id is missing", "missing-session")
+            raise refuse(
+                400,
+                -32000,
+                "Bad Request: session_id is missing",
+                "missing-session",
+                _request_id(request.body),
+            )
         channel = self.channels.get(ids[0])
         if channel is None or channel.peer.credential != call.credential:  # bound to its token
-            raise refuse(404, -32001, "Session not found", "unknown-session")
+            raise refuse(404, -32001, "Session not found", "unknown-session", _request_id(request.body))
         content_type = request.header(b"content-type") or b""
         if not content_type.lower().startswith(b"application/json"):
             raise refuse(
@@ -89,5 +96,12 @@ class LegacySse:
             for message in parsed if isinstance(parsed, list) else [parsed]:
                 await channel.deliver(message)
         except trio.ClosedResourceError:
-            raise refuse(404, -32001, "Session not found", "unknown-session") from None
+            request_id = parsed.get("id") if isinstance(parsed, dict) else None
+            raise refuse(404, -32001, "Session not found", "unknown-session", request_id) from None
         await call.respond(202, [(b"content-type", b"text/plain")], b"Accepted")
+
+
+def _request_id(body: bytes) -> RequestId | None:
+    """The id of the one request ``body`` holds, for a refusal to name; ``None`` if it holds none."""
+    parsed = parse_body(body)
+    return parsed.get("id") if isinstance(parsed, dict) else None

@@ -1,0 +1,158 @@
+"""HTTP edges on the wire: over-limit bodies, clients that drop their stream, ids in refusals.
+
+A real daemon in this process serves the bundled example server over ``http://127.0.0.1:0/mcp``;
+the client is :mod:`rawhttp` or a bare TCP stream, so that each status and body is checked as
+sent. The SDKs' clients against the same edges are in ``tests/e2e/test_http_edges_sdk.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+from typing import Any
+
+import pytest
+import trio
+from test_http import LEGACY, RESUMING, Session, http_bridge, initialize, open_session
+
+from bridge import Limits
+
+from conftest import call, poll
+from rawhttp import POST_HEADERS, RawHttp, post
+
+TIMEOUT = 20
+LIMIT = 1000  # the bridge's --max-message here
+
+
+def assert_too_large(body: dict[str, Any], request_id: Any) -> None:
+    assert body["id"] == request_id, body
+    error = body["error"]
+    assert error["code"] == -32600 and str(LIMIT) in error["message"], error
+    assert error["data"] == {"limit": LIMIT, "reason": "message-too-large"}, error
+
+
+# -- over-limit bodies ------------------------------------------------------------------------------
+
+
+async def test_an_over_limit_body_sent_whole_gets_413_with_its_id_and_the_limit_and_the_connection_serves_the_next_request() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(limits=Limits(max_client_message=LIMIT)) as port:
+            client = await RawHttp.open(port)
+            try:
+                big = await client.request("POST", "/mcp", POST_HEADERS, call(7, "echo", text="x" * 5000))
+                assert big.status == 413 and big.header("connection") is None, big
+                assert_too_large(big.json(), 7)
+                # The same connection: the body was read to its end, nothing of it taken as a request.
+                hello = await client.request("POST", "/mcp", POST_HEADERS, initialize())
+                assert hello.status == 200 and hello.json()["id"] == 1, hello
+            finally:
+                await client.aclose()
+
+
+async def test_an_over_limit_chunked_body_is_read_to_its_end_answered_413_and_the_connection_serves_the_next_request() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(limits=Limits(max_client_message=LIMIT)) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                head = (
+                    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                )
+                body = json.dumps(call("c-1", "echo", text="x" * 5000)).encode()
+                pieces = [body[i : i + 600] for i in range(0, len(body), 600)]
+                chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+                hello = json.dumps(initialize()).encode()
+                second = (
+                    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(hello), hello)
+                )
+                await stream.send_all(head + chunks + b"0\r\n\r\n" + second)
+                data = b""
+                while data.count(b"HTTP/1.1 ") < 2 or not data.rstrip().endswith(b"}"):
+                    data += await stream.receive_some(65536)
+            first, _, rest = data.partition(b"\r\n\r\n")
+            assert first.startswith(b"HTTP/1.1 413"), data
+            assert_too_large(json.loads(rest.split(b"HTTP/1.1 ")[0]), "c-1")
+            assert b"HTTP/1.1 200" in rest and b'"protocolVersion"' in rest, data
+
+
+# -- a client that drops its stream -----------------------------------------------------------------
+
+
+async def test_a_client_that_drops_its_response_mid_reply_is_logged_as_one_info_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The client sends a slow call and resets the connection at once. The bridge used to notice
+    # only when it wrote the event stream's head and priming event (2025-11-25) a second later:
+    # the second write failed (EPIPE) inside the stream's nursery, and the error escaped as an
+    # exception group, logged as an internal error with a traceback.
+    caplog.set_level(logging.INFO)
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port, RESUMING)
+            client = await RawHttp.open(port)
+            message = call("dropped", "sleep", seconds=2)
+            await client.send_request("POST", "/mcp", session.headers(), json.dumps(message).encode())
+            client.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            await client.aclose()
+            await poll(lambda: bool(closed_records(caplog)) or any(r.exc_info for r in caplog.records))
+            reply = await session.post(call("next", "echo", text="still here"))
+            assert reply.status == 200 and reply.messages()[-1]["id"] == "next", reply
+    assert [record.levelno for record in closed_records(caplog)] == [logging.INFO]
+    loud = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert loud == [], [record.getMessage() for record in loud]
+    assert [record for record in caplog.records if record.exc_info] == []
+
+
+def closed_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if "closed its response" in record.getMessage()]
+
+
+# -- refusals keep the request's id -----------------------------------------------------------------
+
+
+async def test_a_legacy_request_without_a_session_id_is_refused_400_with_its_own_id() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            response = await post(port, call("no-session", "echo", text="hi"))
+            assert response.status == 400 and response.json()["id"] == "no-session", response
+
+
+async def test_a_request_naming_an_unknown_session_is_refused_404_with_its_own_id() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            headers = [("mcp-session-id", "0" * 32), ("mcp-protocol-version", LEGACY)]
+            response = await post(port, call(42, "echo", text="hi"), headers)
+            assert response.status == 404 and response.json()["id"] == 42, response
+
+
+async def test_a_request_in_a_deleted_session_is_refused_404_with_its_own_id() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port)
+            client = await RawHttp.open(port)
+            try:
+                deleted = await client.request("DELETE", "/mcp", session.headers())
+                assert deleted.status == 200
+            finally:
+                await client.aclose()
+            response = await Session(port, session.id, LEGACY).post(call("late", "echo", text="hi"))
+            assert response.status == 404 and response.json()["id"] == "late", response
+
+
+async def test_a_2024_11_05_post_naming_no_stream_or_an_unknown_one_is_refused_with_its_own_id() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            missing = await post(port, call("m-1", "echo", text="hi"), path="/messages")
+            assert missing.status == 400 and missing.json()["id"] == "m-1", missing
+            unknown = await post(
+                port, call("m-2", "echo", text="hi"), path="/messages?session_id=" + "0" * 32
+            )
+            assert unknown.status == 404 and unknown.json()["id"] == "m-2", unknown
