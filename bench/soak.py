@@ -72,6 +72,15 @@ def host_port(address: str) -> tuple[str, int, str]:
     return host, int(port), "/" + path
 
 
+async def guarded(tally: Tally, task: Any, *args: Any) -> None:
+    """Run one client or fault task; a crash of the soak's own code is a failure, not the end."""
+    try:
+        await task(*args)
+    except Exception as exc:
+        tally.fail(f"soak task {task.__name__} crashed: {exc!r}")
+        print(f"soak task {task.__name__} crashed: {exc!r}", file=sys.stderr)
+
+
 async def run_load(
     name: str,
     bridge: SoakBridge,
@@ -84,31 +93,39 @@ async def run_load(
     kind = CONFIGS[name][2]
     address = bridge.address
     if options.kill_every > 0:
-        nursery.start_soon(soak_faults.killer, bridge.pid, tally, options.kill_every, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.killer, bridge.pid, tally, options.kill_every, stop_at)
     for index in range(options.clients):
         seed = hash((name, index)) & 0xFFFFFFFF
         if kind == "stream":
-            nursery.start_soon(soak_clients.stream_client, address, tally, seed, stop_at)
+            nursery.start_soon(guarded, tally, soak_clients.stream_client, address, tally, seed, stop_at)
         else:
             host, port, path = host_port(address)
             client = (
                 soak_clients.http_legacy_client if kind == "http-legacy" else soak_clients.http_modern_client
             )
-            nursery.start_soon(client, host, port, path, tally, seed, stop_at)
+            nursery.start_soon(guarded, tally, client, host, port, path, tally, seed, stop_at)
     if kind == "stream":
-        nursery.start_soon(soak_faults.stream_bad_inputs, address, tally, stop_at)
-        nursery.start_soon(soak_faults.stream_vanishers, address, tally, stop_at)
-        nursery.start_soon(soak_faults.stream_slow_readers, address, tally, stop_at)
-        nursery.start_soon(soak_faults.half_open, address, None, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.stream_bad_inputs, address, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.stream_vanishers, address, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.stream_slow_readers, address, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.half_open, address, None, tally, stop_at)
     else:
         host, port, path = host_port(address)
-        nursery.start_soon(soak_faults.http_bad_inputs, host, port, path, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.http_bad_inputs, host, port, path, tally, stop_at)
         nursery.start_soon(
-            soak_faults.http_vanishers, host, port, path, tally, stop_at, kind == "http-modern"
+            guarded,
+            tally,
+            soak_faults.http_vanishers,
+            host,
+            port,
+            path,
+            tally,
+            stop_at,
+            kind == "http-modern",
         )
-        nursery.start_soon(soak_faults.half_open, host, port, tally, stop_at)
+        nursery.start_soon(guarded, tally, soak_faults.half_open, host, port, tally, stop_at)
         if kind == "http-legacy":
-            nursery.start_soon(soak_faults.http_resumers, host, port, path, tally, stop_at)
+            nursery.start_soon(guarded, tally, soak_faults.http_resumers, host, port, path, tally, stop_at)
 
 
 async def sampler(

@@ -34,6 +34,8 @@ INITIALIZE_PARAMS = {
     "capabilities": {},
     "clientInfo": {"name": "soak", "version": "1"},
 }
+# What a write to a connection the bridge has closed raises.
+CLOSED_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, trio_websocket.ConnectionClosed)
 SESSION_GONE = {"session-ended", "unknown-session", "child-exited"}
 
 
@@ -141,7 +143,7 @@ async def opened(address: str) -> AsyncIterator[LineStream | WsStream]:
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
                     await ws.aclose()
     except BaseExceptionGroup as group:
-        rest = group.subgroup(lambda exc: not isinstance(exc, LocalProtocolError))
+        _, rest = group.split(LocalProtocolError)
         if rest is None:
             return  # the library's own error: this connection is over
         leaves = list(_leaves(rest))
@@ -197,17 +199,16 @@ async def _run_stream_connection(
             token = f"p{request_id}" if kind in ("sleep", "progress", "cancel") else None
             record = ledger.send(request_id, kind, work_s)
             try:
-                await conn.send(tools_call(request_id, tool, arguments, token))
+                try:
+                    await conn.send(tools_call(request_id, tool, arguments, token))
+                except CLOSED_ERRORS:
+                    ledger.unsent(request_id)  # the write failed: the client knows it went nowhere
+                    raise
                 if kind == "cancel":
                     await trio.sleep(CANCEL_AFTER_S)
                     ledger.cancel(request_id)
                     await conn.send(cancelled(request_id))
-            except (
-                trio.BrokenResourceError,
-                trio.ClosedResourceError,
-                OSError,
-                trio_websocket.ConnectionClosed,
-            ):
+            except CLOSED_ERRORS:
                 await ended.wait()
                 return
             with trio.move_on_at(record.bound_at):

@@ -55,6 +55,7 @@ def summary(
             "duplicated": tally.duplicated,
             "late": tally.late,
             "unexpected": tally.unexpected,
+            "unsent": tally.unsent,
             "cancelled": tally.cancelled,
             "cancelled_answered": tally.cancelled_answered,
             "progress_notifications": tally.progress,
@@ -168,6 +169,7 @@ def print_table(result: dict[str, Any]) -> None:
     row("lost", [c["lost"] for c in configs.values()])
     row("duplicated", [c["duplicated"] for c in configs.values()])
     row("late", [c["late"] for c in configs.values()])
+    row("not sent: connection closed", [c.get("unsent", 0) for c in configs.values()])
     row("cancelled (answered)", [f"{c['cancelled']} ({c['cancelled_answered']})" for c in configs.values()])
     row("progress notifications", [c["progress_notifications"] for c in configs.values()])
     row(

@@ -74,6 +74,7 @@ class Tally:
         self.duplicated = 0
         self.late = 0
         self.unexpected = 0  # replies to no request this connection sent
+        self.unsent = 0  # requests whose write failed: the connection was already closed
         self.cancelled = 0
         self.cancelled_answered = 0
         self.progress = 0
@@ -123,6 +124,12 @@ class Ledger:
         self.pending[request_id] = record
         self.tally.sent += 1
         return record
+
+    def unsent(self, request_id: Any) -> None:
+        """The request's write failed: it never reached the bridge and no reply is owed."""
+        if self.pending.pop(request_id, None) is not None:
+            self.tally.sent -= 1
+            self.tally.unsent += 1
 
     def cancel(self, request_id: Any) -> None:
         record = self.pending.get(request_id)
