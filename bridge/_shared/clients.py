@@ -27,6 +27,8 @@ from channels import (
 
 from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response
 from .._limits import Limits
+from .._relay.ending import Ending
+from .._relay.idle import IdleWatch
 from .._relay.writers import BATCH
 from .router import ClientKey, Router
 
@@ -51,11 +53,29 @@ class Client:
     ending: str | None = None
     drained: bool = False
     sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
+    idle: IdleWatch | None = None  # with the listener's idle timeout: when traffic last passed
 
     @property
     def unsent(self) -> bool:
         """Messages queued for this client, or taken by its writer and still being written."""
         return bool(self.outbox) or self.sending
+
+    def end(self, ending: Ending) -> None:
+        """Stop serving this client (its idle timeout ran out: nothing is in flight or unsent)."""
+        if self.ending is None:
+            self.ending = ending.reason
+        self.scope.cancel()
+
+    async def wait_changed(self) -> None:
+        """Wait until a reply is queued for this client or sent to it.
+
+        Several tasks may wait at once (a drain and the idle watch): they share the event, and
+        only an event already set (by a change its waiters have seen) is replaced. Callers check
+        their condition first, with no checkpoint before this call, so no change is missed.
+        """
+        if self.changed.is_set():
+            self.changed = trio.Event()
+        await self.changed.wait()
 
 
 @attrs.define(eq=False)
@@ -128,6 +148,8 @@ class Clients:
             client.sending = True
             try:
                 await client.channel.send_many(batch)
+                if client.idle is not None:
+                    client.idle.touch()
             except SendTimeout:
                 self.drop(client, "client-too-slow", f"it read nothing for {self.limits.send_timeout}s")
                 return
@@ -171,6 +193,8 @@ class ClientReader:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._drop(client, "client-disconnected", "connection lost")
                 return
+            if client.idle is not None:
+                client.idle.touch()
             forward: list[JSONObject] = []
             for item in items:
                 if isinstance(item, ProtocolError):
@@ -195,8 +219,7 @@ class ClientReader:
         self._fail(client.key, reason, INVALID_REQUEST)  # as the per-connection relay does
         with trio.move_on_after(self.limits.send_timeout):
             while client.unsent:
-                client.changed = trio.Event()
-                await client.changed.wait()
+                await client.wait_changed()
         self._drop(client, reason, str(error))
 
     def _answer_bad_input(self, client: Client, error: ProtocolError) -> None:

@@ -37,6 +37,7 @@ The policies:
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import attrs
@@ -48,6 +49,7 @@ from .._child.process import ChildProcess, ChildSpec
 from .._child.supervisor import CrashLoop, RestartPolicy, Supervisor
 from .._errors import CONNECTION_CLOSED, ChildStartError, error_response
 from .._limits import Limits
+from .._relay.idle import IdleWatch
 from .admission import Admission
 from .clients import Client, ClientReader, Clients
 from .handshake import Handshake
@@ -175,6 +177,9 @@ class SharedChild:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._clients.write, client)
                     nursery.start_soon(self._drain_when_stopping, client, nursery.cancel_scope)
+                    if channel.idle_timeout:
+                        client.idle = IdleWatch(channel.idle_timeout)
+                        nursery.start_soon(client.idle.run, partial(self._wait_idle, client), client.end)
                     await self._reader.read(client)
                     await self._drain(client, self.limits.half_close_timeout, "half-close-timeout")
                     nursery.cancel_scope.cancel()
@@ -182,6 +187,11 @@ class SharedChild:
             del self._clients.by_key[client.key]
             await self._detach(client)
         return client.ending or "client-closed"
+
+    async def _wait_idle(self, client: Client) -> None:
+        """Return once ``client`` has nothing in flight at the child and nothing unsent."""
+        while self._router.in_flight(client.key) or client.unsent:
+            await client.wait_changed()
 
     async def _drain_when_stopping(self, client: Client, scope: trio.CancelScope) -> None:
         await self.stopping.wait()
@@ -200,15 +210,13 @@ class SharedChild:
             return
         with trio.move_on_after(timeout):
             while self._router.in_flight(client.key) or client.unsent:
-                client.changed = trio.Event()
-                await client.changed.wait()
+                await client.wait_changed()
         client.drained = True
         self.fail_client(client.key, reason)
         if client.unsent:
             with trio.move_on_after(self.limits.send_timeout):
                 while client.unsent:
-                    client.changed = trio.Event()
-                    await client.changed.wait()
+                    await client.wait_changed()
 
     def fail_client(self, client_key: ClientKey, reason: str, code: int = CONNECTION_CLOSED) -> None:
         """Answer a client's requests in flight with ``code``; later replies are dropped.
