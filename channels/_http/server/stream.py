@@ -105,17 +105,21 @@ class Backlog:
     async def make_room(self, timeout: float | None) -> None:
         """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
 
+        ``timeout`` bounds the time without progress, not the whole wait: a client reading its
+        responses steadily (many of them, each at its own pace) may keep the backlog over the
+        limit for long, and is not too slow for it; one that reads nothing at all for
+        ``timeout`` seconds is.
+
         Raises:
             SendTimeout: the client read nothing for ``timeout`` seconds.
         """
-        if self.unwritten <= BACKLOG_LIMIT:
-            return
-        with trio.move_on_after(timeout if timeout is not None else float("inf")) as waited:
-            while self.unwritten > BACKLOG_LIMIT:
+        limit = float("inf") if timeout is None else timeout
+        while self.unwritten > BACKLOG_LIMIT:
+            with trio.move_on_after(limit) as waited:
                 self._room = trio.Event()
                 await self._room.wait()
-        if waited.cancelled_caught:
-            raise SendTimeout(f"the client read nothing for {timeout:g}s")
+            if waited.cancelled_caught:
+                raise SendTimeout(f"the client read nothing for {timeout:g}s")
 
 
 class ResponseStream:
@@ -213,6 +217,23 @@ class ResponseStream:
         if self.backlog is not None:
             self.backlog.remove(len(data))
         return len(data)
+
+    def release(self) -> None:
+        """Drop everything it holds, kept or unwritten (its response is over, or its session).
+
+        Its budget's order may still name it; those entries cost nothing and go at the next
+        compaction.
+        """
+        self.abandoned = True  # nothing more is queued for a response
+        for _, data, _, _ in self._queue:
+            if self.backlog is not None:
+                self.backlog.remove(len(data))
+        self._queue.clear()
+        self.queued_bytes = 0
+        if self.budget is not None:
+            self.budget.used -= sum(len(event[1]) + EVENT_OVERHEAD for event in self._kept)
+        self._kept.clear()
+        self.budget = None  # later messages (none are expected) are not kept either
 
     def forget_oldest(self) -> int:
         """Drop the oldest kept (written) event; return what it was charged (0 if none)."""
