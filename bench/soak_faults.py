@@ -17,7 +17,7 @@ from typing import Any
 import procfs
 import trio
 import trio_websocket
-from soak_clients import INITIALIZED, WsStream, initialize, opened
+from soak_clients import INITIALIZED, KILL_WINDOW_S, WsStream, initialize, opened
 from soak_http import LEGACY, HttpClosed, HttpConn, post
 from soak_tally import Tally, tools_call
 
@@ -30,6 +30,8 @@ SLOW_READER_STALL_S = 30.0  # ... and reads nothing for 30 s (the issue's figure
 SLOW_READER_BLOBS = 4  # 1 MiB replies it asks for and does not read
 HALF_OPEN = 2  # idle connections per configuration, held from start to stop
 RESUME_EVERY_S = 5.0  # an HTTP client drops its event stream and resumes every 5 s
+RESUME_TRIES = 3  # GETs with Last-Event-ID before a resumption fails
+RESUME_RETRY_S = 1.5  # between them: longer than the bridge takes to notice a dropped stream
 DEEP = 1000  # nesting of the deep object (the 1000-deep object)
 
 
@@ -106,7 +108,8 @@ async def stream_bad_inputs(address: str, tally: Tally, stop_at: float) -> None:
             break
         kind = kinds[index % len(kinds)]
         try:
-            with trio.fail_after(BAD_INPUT_BOUND_S):
+            # the ping that follows queues behind every client at a shared child
+            with trio.fail_after(BAD_INPUT_BOUND_S + tally.queue_allowance_s):
                 async with opened(address) as conn:
                     if kind == "binary frame":
                         await _send_raw(
@@ -303,12 +306,21 @@ async def http_resumers(host: str, port: int, path: str, tally: Tally, stop_at: 
                     ("mcp-protocol-version", LEGACY),
                     ("last-event-id", dropped.last_event_id),
                 ]
-                resumed = await conn.exchange("GET", path, headers)
+                for _ in range(RESUME_TRIES):
+                    resumed = await conn.exchange("GET", path, headers)
+                    if resumed.status != 409:
+                        break
+                    # 409 stream-open: the bridge has not yet noticed the drop (it watches a
+                    # response about every 1.25 s); a client retries after the stream's retry: delay
+                    tally.faults["resume: 409 while the drop was unnoticed, retried"] += 1
+                    await trio.sleep(RESUME_RETRY_S)
                 replies = [
                     m for m in dropped.messages + resumed.messages if isinstance(m, dict) and m.get("id") == 1
                 ]
                 if len(replies) == 1:
                     tally.faults["stream dropped and resumed with Last-Event-ID"] += 1
+                elif resumed.status == 404 and tally.killed_recently(KILL_WINDOW_S):
+                    tally.faults["resume: session ended by a kill first"] += 1
                 else:
                     tally.fail(f"resume with Last-Event-ID: {len(replies)} replies (status {resumed.status})")
                 await conn.exchange("DELETE", path, [("mcp-session-id", session)])
