@@ -30,8 +30,6 @@ SLOW_READER_STALL_S = 30.0  # ... and reads nothing for 30 s (the issue's figure
 SLOW_READER_BLOBS = 4  # 1 MiB replies it asks for and does not read
 HALF_OPEN = 2  # idle connections per configuration, held from start to stop
 RESUME_EVERY_S = 5.0  # an HTTP client drops its event stream and resumes every 5 s
-RESUME_TRIES = 3  # GETs with Last-Event-ID before a resumption fails
-RESUME_RETRY_S = 1.5  # between them: longer than the bridge takes to notice a dropped stream
 DEEP = 1000  # nesting of the deep object (the 1000-deep object)
 
 
@@ -306,14 +304,9 @@ async def http_resumers(host: str, port: int, path: str, tally: Tally, stop_at: 
                     ("mcp-protocol-version", LEGACY),
                     ("last-event-id", dropped.last_event_id),
                 ]
-                for _ in range(RESUME_TRIES):
-                    resumed = await conn.exchange("GET", path, headers)
-                    if resumed.status != 409:
-                        break
-                    # 409 stream-open: the bridge has not yet noticed the drop (it watches a
-                    # response about every 1.25 s); a client retries after the stream's retry: delay
-                    tally.faults["resume: 409 while the drop was unnoticed, retried"] += 1
-                    await trio.sleep(RESUME_RETRY_S)
+                # At once, as the SDKs may: the bridge need not have noticed the drop yet (a
+                # resumption takes over a stream still attached to its old connection).
+                resumed = await conn.exchange("GET", path, headers)
                 replies = [
                     m for m in dropped.messages + resumed.messages if isinstance(m, dict) and m.get("id") == 1
                 ]

@@ -8,8 +8,9 @@ A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 * 2025-03-26 to 2025-11-25 (legacy): ``initialize`` opens a session
   (:class:`~channels._http.server.session.SessionChannel`) whose id every later request must name (400
   without, 404 for an unknown or ended one, so the client initialises again); GET opens its
-  standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``;
-  DELETE ends it.
+  standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``
+  (taking it over from a response still writing it: the client gave up on that one); DELETE ends
+  it.
 """
 
 from __future__ import annotations
@@ -280,6 +281,13 @@ class McpEndpoint:
             if found is None:
                 raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
             stream = found
+        if parsed is not None and stream.attached:
+            # The client resumes a stream whose response it gave up on before the bridge noticed
+            # (its close is still on the way): that response stops, and this one replays.
+            await stream.take_over()
+            if session.streams.get(parsed[0]) is not stream:  # the session ended meanwhile
+                raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
+            logger.info("%s: a stream resumed while still open was taken over", call.peer)
         if stream.attached:  # checked before any rewind: the open response must not send twice
             raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
         if parsed is not None and not stream.rewind(parsed[1]):

@@ -9,7 +9,9 @@ a :class:`Backlog` first, which bounds what may pile up); the HTTP side takes th
 
 Events carry ids ``KEY/SEQ`` (the stream's key, then a sequence number from 1), unique within a
 session and naming their stream, so a client that lost a resumable stream can ask for the rest
-with ``Last-Event-ID`` (:meth:`~ResponseStream.rewind`). Written events of a resumable stream are
+with ``Last-Event-ID`` (:meth:`~ResponseStream.rewind`); a resumption of a stream a response still
+writes takes it over (:meth:`~ResponseStream.take_over`: the client gave up on that response before
+the bridge noticed). Written events of a resumable stream are
 kept until the session's event budget needs the room (oldest first, :class:`EventBudget`).
 """
 
@@ -75,6 +77,12 @@ class EventBudget:
 
 # Entries the budget's order may hold beyond twice its kept events before it is compacted.
 ORDER_SLACK = 1024
+
+
+# How long a resumption waits for the response it takes a stream over from to let go. Cancelling
+# that response interrupts any write at once (its connection is then closed), so it lets go at
+# its next scheduling; the bound is only reached through a bug, and one second is far beyond it.
+TAKEOVER_TIMEOUT = 1.0
 
 
 # Bytes queued for a client and not written (a session's, or one response's: what a client that
@@ -150,6 +158,8 @@ class ResponseStream:
         self.abandoned = False  # the response writing it ended early; see abandon()
         self.attached = False  # an HTTP response is writing this stream now
         self._changed = trio.Event()
+        self._writer: trio.CancelScope | None = None  # the attached response's, to take it over
+        self._detached = trio.Event()
 
     @property
     def kept(self) -> int:
@@ -160,6 +170,34 @@ class ResponseStream:
     def unwritten(self) -> int:
         """How many events wait to be written."""
         return len(self._queue)
+
+    def attach(self, writer: trio.CancelScope) -> None:
+        """A response starts writing this stream; cancelling ``writer`` makes it let go."""
+        self.attached = True
+        self.abandoned = False
+        self._writer = writer
+        self._detached = trio.Event()
+
+    def detach(self) -> None:
+        """The response writing this stream returned (whatever it wrote is marked written)."""
+        self.attached = False
+        self._writer = None
+        self._detached.set()
+
+    async def take_over(self) -> bool:
+        """Make the response writing this stream let go, for a ``Last-Event-ID`` resumption.
+
+        A client resumes once it has given up on the stream's response, which the bridge may not
+        have noticed yet (the client's close is still on its way, or the network dropped it
+        silently): that response is cancelled, what it had not written stays queued (and is
+        abandoned, kept for replay), and the resumption then writes from the client's event id.
+        Waits at most :data:`TAKEOVER_TIMEOUT`; True once no response is attached.
+        """
+        if self.attached and self._writer is not None:
+            self._writer.cancel()
+            with trio.move_on_after(TAKEOVER_TIMEOUT):
+                await self._detached.wait()
+        return not self.attached
 
     def put(self, data: bytes, *, final: bool = False, status: int = 200) -> None:
         """Queue one encoded message.
