@@ -440,3 +440,23 @@ async def wait_until_gone(pid: int) -> None:
     """
     while process_exists(pid):
         await trio.sleep(0.01)
+
+
+# -- bubblewrap ------------------------------------------------------------------------------------
+
+
+def bwrap_or_skip() -> None:
+    """Skip a sandbox test where bwrap is missing or cannot sandbox; fail it if CI is set.
+
+    .ci/run installs bubblewrap, so in CI a sandbox test that did not run is a failure.
+    """
+    from bridge._child.sandbox import Sandbox, check_sandbox
+    from bridge._errors import ConfigError
+
+    try:
+        check_sandbox(Sandbox())
+        check_sandbox(Sandbox(network=True))
+    except ConfigError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (CI is set: .ci/run installs bubblewrap)")
+        pytest.skip(str(exc))

@@ -4,7 +4,7 @@ What the child sees (docs/security.md, "Sandboxing children"): the system read-o
 ``/dev`` and ``/proc``; a private, empty ``/tmp``; ``/home``, ``/root``, its ``$HOME`` and ``/run``
 hidden under empty tmpfs; its working directory and its command's installation (a venv and the
 Python it was made from) read-only; the paths the operator listed, read-only or writable; the
-bridge's own secret files (tokens, TLS key, configuration, tap) replaced by an empty file. New
+bridge's own secret files (tokens, TLS key, configuration, tap) made unreadable. New
 PID, IPC, UTS and (unless allowed) network namespaces; no capabilities; ``--die-with-parent``.
 
 The stop order keeps holding because of how the process tree is made::
@@ -58,7 +58,8 @@ class Sandbox:
         network: keep the host's network (default: a network namespace with only loopback).
         read_write: absolute paths the child may write (bound read-write at the same place).
         read_only: absolute paths made visible read-only (useful under a hidden directory).
-        hide: files or directories replaced by an empty one (the bridge's own secrets).
+        hide: files made unreadable (a device node on a nodev mount: EACCES) and directories
+            emptied: the bridge's own secrets.
         bwrap: the bwrap executable: a name looked up in ``PATH``, or a path.
     """
 
@@ -119,7 +120,7 @@ def bwrap_argv(sandbox: Sandbox, facts: HostFacts, command: Sequence[str]) -> li
         raise ValueError(f"command {command[0]!r}: a sandboxed command's path cannot hold '='")
     argv = [facts.env, "--ignore-signal=TERM", facts.bwrap]
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    hidden = sorted(set(facts.hidden) - {"/", "/tmp"}, key=_depth)
+    hidden = sorted((path for path in dict.fromkeys(facts.hidden) if path not in ("/", "/tmp")), key=_depth)
     for directory in hidden:
         if not any(_under(directory, outer) for outer in hidden if outer != directory):
             argv += ["--tmpfs", directory]
