@@ -9,7 +9,6 @@ and, after each stop, no process of it may be left.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import socket
 import sys
@@ -24,7 +23,7 @@ import trio
 
 from bridge import ChildSpec, Limits, Sandbox, open_child
 
-from conftest import bwrap_or_skip
+from conftest import bwrap_or_skip, processes_in, sandbox_namespace, until_namespace_is_empty
 
 TIMEOUT = 10
 QUICK = Limits(stop_stdin_timeout=0.5, stop_term_timeout=0.5)
@@ -58,52 +57,6 @@ async def report_of(spec: ChildSpec) -> dict[str, Any]:
         async with open_child(spec, QUICK) as child:
             message = await child.channel.receive()
     return message["params"]  # type: ignore[no-any-return]
-
-
-def pid_namespace(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None  # gone, or a zombie
-
-
-def processes_in(namespace: str) -> list[int]:
-    return [
-        int(entry)
-        for entry in os.listdir("/proc")
-        if entry.isdigit() and pid_namespace(int(entry)) == namespace
-    ]
-
-
-def sandbox_namespace(root: int) -> str:
-    """The PID namespace of the sandbox under process ``root`` (bwrap, or the bridge above it)."""
-    ours = pid_namespace(os.getpid())
-    queue = [root]
-    while queue:
-        parent = queue.pop()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == parent:
-                namespace = pid_namespace(int(entry))
-                if namespace is not None and namespace != ours:
-                    return namespace
-                queue.append(int(entry))
-    raise AssertionError(f"no sandbox under pid {root}")
-
-
-async def until_namespace_is_empty(namespace: str) -> None:
-    """Wait (bounded by the caller's fail_after) until no process of ``namespace`` is left.
-
-    bwrap exits as soon as the sandbox's PID 1 reports its child's status; PID 1 itself is gone a
-    moment later, and the kernel kills the rest of the namespace with it.
-    """
-    while processes_in(namespace):
-        await trio.sleep(0.01)
 
 
 def sandbox_spec(argv: tuple[str, ...], **settings: Any) -> ChildSpec:
