@@ -17,7 +17,7 @@ from typing import Any
 import procfs
 import trio
 import trio_websocket
-from soak_clients import INITIALIZED, WsStream, initialize, opened
+from soak_clients import INITIALIZED, KILL_WINDOW_S, WsStream, initialize, opened
 from soak_http import LEGACY, HttpClosed, HttpConn, post
 from soak_tally import Tally, tools_call
 
@@ -106,7 +106,8 @@ async def stream_bad_inputs(address: str, tally: Tally, stop_at: float) -> None:
             break
         kind = kinds[index % len(kinds)]
         try:
-            with trio.fail_after(BAD_INPUT_BOUND_S):
+            # the ping that follows queues behind every client at a shared child
+            with trio.fail_after(BAD_INPUT_BOUND_S + tally.queue_allowance_s):
                 async with opened(address) as conn:
                     if kind == "binary frame":
                         await _send_raw(
@@ -303,12 +304,16 @@ async def http_resumers(host: str, port: int, path: str, tally: Tally, stop_at: 
                     ("mcp-protocol-version", LEGACY),
                     ("last-event-id", dropped.last_event_id),
                 ]
+                # At once, as the SDKs may: the bridge need not have noticed the drop yet (a
+                # resumption takes over a stream still attached to its old connection).
                 resumed = await conn.exchange("GET", path, headers)
                 replies = [
                     m for m in dropped.messages + resumed.messages if isinstance(m, dict) and m.get("id") == 1
                 ]
                 if len(replies) == 1:
                     tally.faults["stream dropped and resumed with Last-Event-ID"] += 1
+                elif resumed.status == 404 and tally.killed_recently(KILL_WINDOW_S):
+                    tally.faults["resume: session ended by a kill first"] += 1
                 else:
                     tally.fail(f"resume with Last-Event-ID: {len(replies)} replies (status {resumed.status})")
                 await conn.exchange("DELETE", path, [("mcp-session-id", session)])

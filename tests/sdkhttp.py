@@ -13,6 +13,7 @@ mapped ids loosely would lose. The SDK correlates ``"7"`` with ``7``, so it stil
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -277,13 +278,17 @@ async def crash_the_child(sdk: SdkClient) -> MCPError:
 @attrs.define(eq=False)
 class _Pipe:
     scope: trio.CancelScope
+    downstream: trio.SocketStream
     request: bytearray = attrs.field(factory=bytearray)  # the current request, as far as sent
+    silent: bool = False  # dropped for the client only: the bridge's side stays open, unaware
 
 
 @attrs.define(eq=False)
 class DroppingProxy:
     """Forwards loopback TCP connections to ``target_port``; :meth:`drop` closes the connections
-    whose current HTTP request contains a marker, as a client that went away would."""
+    whose current HTTP request contains a marker, as a client that went away would (or, with
+    ``silently``, only the client's side: a middlebox that lost the connection, which the bridge
+    does not notice)."""
 
     target_port: int
     port: int = 0
@@ -298,7 +303,7 @@ class DroppingProxy:
 
     async def _forward(self, downstream: trio.SocketStream) -> None:
         upstream = await trio.open_tcp_stream("127.0.0.1", self.target_port)
-        pipe = _Pipe(trio.CancelScope())
+        pipe = _Pipe(trio.CancelScope(), downstream)
         self.pipes.append(pipe)
         async with downstream, upstream:
             with pipe.scope:
@@ -312,20 +317,30 @@ class DroppingProxy:
     ) -> None:
         try:
             async for chunk in source:
+                if pipe.silent:
+                    continue  # what the bridge still sends goes nowhere
                 if requests:
                     if chunk.split(b" ", 1)[0] in (b"GET", b"POST", b"DELETE"):
                         pipe.request.clear()
                         self.heads.append(chunk.lower())
                     pipe.request += chunk
                 await sink.send_all(chunk)
-            await sink.send_eof()
+            if not pipe.silent:
+                await sink.send_eof()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pipe.scope.cancel()  # one side reset: close both, as a proxy would
+            if not pipe.silent:
+                pipe.scope.cancel()  # one side reset: close both, as a proxy would
+        if pipe.silent:
+            await trio.sleep_forever()  # the bridge's side stays open until the proxy stops
 
-    def drop(self, marker: bytes) -> int:
+    def drop(self, marker: bytes, *, silently: bool = False) -> int:
         dropped = [pipe for pipe in self.pipes if marker in pipe.request]
         for pipe in dropped:
-            pipe.scope.cancel()
+            if silently:
+                pipe.silent = True
+                pipe.downstream.socket.shutdown(socket.SHUT_RDWR)  # the client sees its end
+            else:
+                pipe.scope.cancel()
         return len(dropped)
 
 

@@ -34,7 +34,7 @@ from .._relay.tap import Tap
 from .._relay.writers import BATCH
 from .._shared.mux import SharedChild
 from .config import ServeConfig
-from .statistics import Counters
+from .statistics import Counters, evicted
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -107,6 +107,7 @@ class Connections:
                     await client.aclose_with(close_reason(ending), ending)
                 finally:
                     counters.clients.discard(client)
+                    counters.evicted_of_closed += evicted(client)
                     counters.bytes_of_closed[0] += client.bytes_received
                     counters.bytes_of_closed[1] += client.bytes_sent
         except HandshakeError as exc:

@@ -38,6 +38,8 @@ class DaemonStatistics:
             included, over every connection since start.
         connections_by_transport: connections accepted since start, by transport (``"unix"``,
             ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
+        sessions_evicted: HTTP legacy sessions ended to make room for a new one at the session
+            cap (``--max-sessions``), since start.
     """
 
     connections: int
@@ -52,6 +54,7 @@ class DaemonStatistics:
     bytes_from_clients: int
     bytes_to_clients: int
     connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
+    sessions_evicted: int = 0
 
 
 @attrs.define(eq=False)
@@ -72,6 +75,7 @@ class Counters:
         relays: the per-connection relays running now.
         children: the per-connection children running now.
         garbage_of_stopped_children: junk lines dropped from children already stopped.
+        evicted_of_closed: evicted sessions (clients whose ``evicted`` is true) already closed.
     """
 
     connections: int = 0
@@ -84,6 +88,7 @@ class Counters:
     relays: set[Relay] = attrs.field(factory=set)
     children: set[ChildProcess] = attrs.field(factory=set)
     garbage_of_stopped_children: int = 0
+    evicted_of_closed: int = 0
 
     def snapshot(self, shared: SharedChild | None, pool: ChildPool | None) -> DaemonStatistics:
         """The counters now, with the shared child's and the warm pool's (either may be None)."""
@@ -103,4 +108,10 @@ class Counters:
             + sum(client.bytes_received for client in self.clients),
             bytes_to_clients=self.bytes_of_closed[1] + sum(client.bytes_sent for client in self.clients),
             connections_by_transport=dict(self.by_transport),
+            sessions_evicted=self.evicted_of_closed + sum(map(evicted, self.clients)),
         )
+
+
+def evicted(client: MessageChannel) -> bool:
+    """Whether ``client`` is an HTTP session evicted at the session cap (its ``evicted`` flag)."""
+    return getattr(client, "evicted", False) is True

@@ -115,6 +115,12 @@ def render(
             [(base, stats.handshakes_failed)],
         ),
         _family(
+            "http_sessions_evicted_total",
+            "counter",
+            "HTTP sessions ended at --max-sessions to make room (the least recently used idle one).",
+            [(base, stats.sessions_evicted)],
+        ),
+        _family(
             "requests_in_flight", "gauge", "Requests awaiting a reply.", [(base, stats.requests_in_flight)]
         ),
         _family("children", "gauge", "Child processes serving clients.", [(base, stats.children)]),

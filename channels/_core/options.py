@@ -77,8 +77,11 @@ class TcpKeepalive:
 # that comes back gets 404 and initialises again, as the spec provides. Half an hour outlasts a
 # person's pause between tool calls without keeping abandoned children forever.
 DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
-# At most this many legacy sessions at once per HTTP address (each may own a child process).
-DEFAULT_MAX_SESSIONS = 256
+# At most this many legacy sessions at once per HTTP address (each may own a child process). At the
+# cap the least recently used idle one is evicted, so the cap bounds memory, not clients: measured
+# children (docs/streamable-http.md) use 21-65 MiB PSS each, so 64 of the largest hold about 4 GiB,
+# a sixth of a 24 GiB machine; a small VM should lower it (256 Node children would need 16 GiB).
+DEFAULT_MAX_SESSIONS = 64
 # Bytes of SSE events kept per session for Last-Event-ID replay (oldest dropped first).
 DEFAULT_EVENT_BUDGET = 4 * 1024 * 1024
 # A comment on an idle SSE stream this often keeps proxies from timing it out (nginx's

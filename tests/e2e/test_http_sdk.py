@@ -117,6 +117,36 @@ async def test_in_the_legacy_era_a_dropped_connection_is_not_a_cancellation_the_
             nursery.cancel_scope.cancel()
 
 
+async def test_a_legacy_sdk_client_whose_stream_was_lost_unnoticed_by_the_bridge_resumes_it_and_gets_the_result() -> (
+    None
+):
+    # The POST's stream is cut for the SDK only (a middlebox lost it; the bridge's side stays
+    # open): its Last-Event-ID resumption takes the stream over instead of getting 409 twice.
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as daemon, trio.open_nursery() as nursery:
+            port = int(url_of(daemon).rsplit(":", 1)[1].split("/")[0])
+            proxy = DroppingProxy(port)
+            await nursery.start(proxy.serve)
+            async with http_client(f"http://127.0.0.1:{proxy.port}/mcp") as sdk:
+                first = trio.Event()
+
+                async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                    first.set()
+
+                async def drop_after_first_progress() -> None:
+                    await first.wait()
+                    assert proxy.drop(b'"slow"', silently=True) == 1
+
+                nursery.start_soon(drop_after_first_progress)
+                result = await sdk.client.call_tool(
+                    "slow", {"seconds": 2.0, "steps": 4}, progress_callback=on_progress
+                )
+                assert texts(result) == ["done"]
+                assert [head for head in proxy.heads if b"last-event-id:" in head], proxy.heads  # resumed
+                assert sdk.wire.cancelled == []
+            nursery.cancel_scope.cancel()
+
+
 async def sampling(context: Any, params: Any) -> CreateMessageResult:
     """The SDK client's sampling callback: the prompt, answered."""
     return CreateMessageResult(

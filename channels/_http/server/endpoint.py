@@ -8,8 +8,9 @@ A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 * 2025-03-26 to 2025-11-25 (legacy): ``initialize`` opens a session
   (:class:`~channels._http.server.session.SessionChannel`) whose id every later request must name (400
   without, 404 for an unknown or ended one, so the client initialises again); GET opens its
-  standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``;
-  DELETE ends it.
+  standalone stream (one at a time, 409 otherwise) or resumes a stream after ``Last-Event-ID``
+  (taking it over from a response still writing it: the client gave up on that one); DELETE ends
+  it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ..._mcp.admission import (
 from .call import HttpCall, Refused, method_not_allowed, refuse
 from .exchange import ExchangeChannel
 from .response import StreamStyle, write_response
-from .session import SessionChannel, id_key, new_session_id
+from .session import BUSY_RETRY_AFTER, SessionChannel, id_key, least_recently_used_idle, new_session_id
 from .stream import ResponseStream, parse_event_id
 
 if TYPE_CHECKING:
@@ -211,9 +212,7 @@ class McpEndpoint:
 
     async def _initialize(self, call: HttpCall, message: JSONObject) -> None:
         if self.session_count() >= self.http.max_sessions:
-            raise refuse(
-                503, -32000, "Service Unavailable: too many sessions", "too-many-sessions", message["id"]
-            )
+            self._evict_or_refuse(message)
         session = SessionChannel(new_session_id(), call.peer, self.http.event_budget)
         self.sessions[session.session_id] = session
         session.on_close.append(lambda closed: self.sessions.pop(closed.session_id, None))
@@ -225,6 +224,17 @@ class McpEndpoint:
         if stream.ended and session.protocol_version is None:  # it failed: no session after all
             session.end()
             self.sessions.pop(session.session_id, None)
+
+    def _evict_or_refuse(self, message: JSONObject) -> None:
+        """At the session cap: end the least recently used idle session, or refuse (all busy)."""
+        evicted = least_recently_used_idle(self.sessions.values())
+        if evicted is None:
+            retry = ((b"retry-after", b"%d" % BUSY_RETRY_AFTER),)
+            text = "Service Unavailable: too many sessions, all busy"
+            raise Refused(HttpRefusal(503, -32000, text, "too-many-sessions", message["id"], headers=retry))
+        logger.info("%s: session %s evicted (the session cap)", evicted.peer, evicted.session_id[:8])
+        del self.sessions[evicted.session_id]
+        evicted.evict()
 
     async def _write(
         self, call: HttpCall, stream: ResponseStream, session: SessionChannel, *, json_allowed: bool = True
@@ -239,13 +249,14 @@ class McpEndpoint:
             keepalive=self.http.sse_keepalive,
             ticker=self.ticker,
         )
-        if not await write_response(call.connection, stream, style):
-            logger.info(
-                "%s: the client closed its response before its end; kept for Last-Event-ID", call.peer
-            )
-        session.last_active = trio.current_time()
-        if stream.ended:
-            session.forget(stream)
+        try:
+            if not await write_response(call.connection, stream, style):
+                logger.info(
+                    "%s: the client closed its response before its end; kept for Last-Event-ID", call.peer
+                )
+        finally:
+            session.last_active = trio.current_time()
+            session.response_done(stream)
 
     # --- GET and DELETE ------------------------------------------------------------------
 
@@ -270,6 +281,13 @@ class McpEndpoint:
             if found is None:
                 raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
             stream = found
+        if parsed is not None and stream.attached:
+            # The client resumes a stream whose response it gave up on before the bridge noticed
+            # (its close is still on the way): that response stops, and this one replays.
+            await stream.take_over()
+            if session.streams.get(parsed[0]) is not stream:  # the session ended meanwhile
+                raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
+            logger.info("%s: a stream resumed while still open was taken over", call.peer)
         if stream.attached:  # checked before any rewind: the open response must not send twice
             raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
         if parsed is not None and not stream.rewind(parsed[1]):

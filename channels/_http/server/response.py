@@ -88,14 +88,30 @@ async def write_response(
     be resumed elsewhere. Returns False if the client went away first (what was not written stays
     in ``stream`` for a resumption, if resumable).
 
+    A resumption may take the stream over (:meth:`ResponseStream.take_over`): this then stops
+    at once and returns False, as if the client had left.
+
     Args:
         connection: the client's connection; the response is its current one.
-        stream: the messages; marked attached while this runs.
+        stream: the messages; attached while this runs.
         style: JSON or SSE, priming, keepalive.
         first_events: raw SSE bytes to send first (the legacy ``endpoint`` event).
     """
-    stream.attached = True
-    stream.abandoned = False
+    with trio.CancelScope() as writer:
+        stream.attach(writer)
+        try:
+            return await _write(connection, stream, style, first_events)
+        finally:
+            stream.detach()
+    # Taken over by a resumption (the client gave up on this response): what was not written
+    # stays in the stream, kept for that resumption; the connection, cut mid-response, closes.
+    stream.abandon()
+    return False
+
+
+async def _write(
+    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
+) -> bool:
     try:
         if style.json_allowed and not first_events:
             answered = await _answer_as_json(connection, stream, style)
@@ -124,8 +140,6 @@ async def write_response(
     except trio.BrokenResourceError:
         stream.abandon()
         return False
-    finally:
-        stream.attached = False
 
 
 async def _answer_as_json(

@@ -13,8 +13,14 @@ POSTs comes out of ``receive()``, and what the bridge ``send()`` sends goes to o
    the standalone stream for a GET.
 
 So each message goes out on exactly one stream, never broadcast. A session ends with DELETE, an
-idle timeout, or when the bridge closes its channel (its child exited): later requests naming it
-get 404, which tells a client to initialise again.
+idle timeout, eviction (the session cap was reached and it was the least recently used idle one),
+or when the bridge closes its channel (its child exited): later requests naming it get 404, which
+tells a client to initialise again.
+
+What a session keeps is bounded: an ended stream keeps its written events for ``Last-Event-ID``
+(its client may have lost the end of it, even if the bridge wrote it all) within the session's
+event budget, and only the :data:`KEPT_STREAMS` most recently ended streams are kept (older ones
+are dropped with their events). When the session ends, everything is dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import collections
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import trio
@@ -40,6 +46,13 @@ INBOUND_QUEUE = 64
 # for a client): beyond it the oldest are dropped and counted, rather than stall the session.
 STANDALONE_BACKLOG = 1024 * 1024
 STANDALONE_KEY = "0"
+# Ended streams a session keeps for a resumption (each costs about a kilobyte of records besides
+# its events, which the event budget bounds): more than a client resumes at once (one per request
+# it had in flight when its connection dropped).
+KEPT_STREAMS = 32
+# Seconds a client refused because every session is busy is told to wait (Retry-After): a busy
+# session turns idle, and evictable, when its last request is answered; most calls take less.
+BUSY_RETRY_AFTER = 5
 # Server notifications about the session as a whole, never about one request (MCP schema's
 # ServerNotification union, 2025-11-25).
 SESSION_NOTIFICATIONS = frozenset(
@@ -91,6 +104,8 @@ class SessionChannel(MessageChannel):
         self.closed = False  # the bridge closed the channel: the session is over
         self.ended = False  # the client ended it (DELETE, idle): receive() sees the end
         self.last_active = trio.current_time()
+        self.evicted = False  # ended to make room for a new session (the session cap)
+        self._resumable: collections.OrderedDict[ResponseStream, None] = collections.OrderedDict()
         self.on_close: list[Any] = []
 
     @property
@@ -152,6 +167,8 @@ class SessionChannel(MessageChannel):
         stream.finals_left -= 1
         if stream.finals_left <= 0:
             stream.end()
+            if stream.abandoned and not stream.attached:  # its client left it already
+                self.forget(stream)
 
     def end(self) -> None:
         """The client ended the session (DELETE, idle): the bridge's ``receive`` sees the end."""
@@ -159,16 +176,62 @@ class SessionChannel(MessageChannel):
             self.ended = True
             self._inbound_send.close()
 
+    def evict(self) -> None:
+        """End the session to make room for a new one: as :meth:`end`, and say so."""
+        self.evicted = True
+        self.end()
+
+    def response_done(self, stream: ResponseStream) -> None:
+        """The response writing ``stream`` returned, or failed: settle what it leaves behind.
+
+        A response that failed without saying so (an error the writer did not expect) is treated
+        as a client that left: what it did not write stops counting against the backlog.
+        """
+        if not stream.attached and not stream.abandoned and stream.pending():
+            stream.abandon()
+        if stream.ended:
+            self.forget(stream)
+
     def forget(self, stream: ResponseStream) -> None:
-        """A request stream is done and written: keep it only while it has events to replay."""
+        """A request stream ended: keep it for ``Last-Event-ID`` if it has events, within bounds.
+
+        Among the :data:`KEPT_STREAMS` most recently ended; the oldest is dropped beyond.
+        """
         self._order.pop(stream, None)
-        if stream.key != STANDALONE_KEY and not stream.kept:
+        if self.closed and not stream.attached:  # the session is over: nothing is resumed
+            stream.release()
+            self.streams.pop(stream.key, None)
+            return
+        if stream.key == STANDALONE_KEY or stream.attached:
+            return  # the standalone stream lives as long as the session; a response still writes
+        if stream.kept:
+            self._resumable[stream] = None
+            while len(self._resumable) > KEPT_STREAMS:
+                oldest, _ = self._resumable.popitem(last=False)
+                oldest.release()
+                self.streams.pop(oldest.key, None)
+        else:
+            self._resumable.pop(stream, None)
             self.streams.pop(stream.key, None)
 
     @property
     def idle(self) -> bool:
-        """Nothing in flight and no response being written."""
-        return not self.requests and not any(stream.attached for stream in self.streams.values())
+        """Not :attr:`busy` and no standalone GET stream open: the idle timeout may end it."""
+        return not self.busy and not self.standalone.attached
+
+    @property
+    def busy(self) -> bool:
+        """A request is in flight or a response to one is being written; never evicted.
+
+        In flight: POSTed and neither answered nor cancelled. Being written: an HTTP response is
+        attached to a request's stream (a POST's event stream, or one resumed with
+        ``Last-Event-ID``). An open standalone GET stream does not make a session busy: a client
+        keeps it open for the whole session, so counting it would make every live session of such
+        clients unevictable, and an evicted session's GET stream simply ends.
+        """
+        return bool(self.requests) or any(
+            stream.attached for key, stream in self.streams.items() if key != STANDALONE_KEY
+        )
 
     # --- the bridge side -----------------------------------------------------------------
 
@@ -207,6 +270,8 @@ class SessionChannel(MessageChannel):
             if stream is not None:
                 self._reply_sent(stream)
                 stream.put(data, final=True)
+                if stream.ended and stream.abandoned and not stream.attached:  # its client left it
+                    self.forget(stream)
                 if message.get("id") is not None and self.protocol_version is None:
                     result = message.get("result")
                     if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
@@ -260,11 +325,23 @@ class SessionChannel(MessageChannel):
             # before it closes, so this only catches what it could not.
             stream.put(encode(session_ended(key[1]), newline=False), final=True)
         self.requests.clear()
+        self.by_progress.clear()
+        self._order.clear()
+        self._resumable.clear()
         for stream in self.streams.values():
             stream.end()
+            if not stream.attached:
+                stream.release()  # a response still writing it finishes first, then it goes too
+        self.streams = {key: stream for key, stream in self.streams.items() if stream.attached}
         for callback in self.on_close:
             callback(self)
         await trio.lowlevel.checkpoint()
+
+
+def least_recently_used_idle(sessions: Iterable[SessionChannel]) -> SessionChannel | None:
+    """The session not busy (:attr:`SessionChannel.busy`) active least recently, or ``None``."""
+    candidates = [session for session in sessions if not (session.busy or session.ended or session.closed)]
+    return min(candidates, key=lambda session: session.last_active, default=None)
 
 
 def session_ended(request_id: Any) -> JSONObject:

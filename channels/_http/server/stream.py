@@ -9,7 +9,9 @@ a :class:`Backlog` first, which bounds what may pile up); the HTTP side takes th
 
 Events carry ids ``KEY/SEQ`` (the stream's key, then a sequence number from 1), unique within a
 session and naming their stream, so a client that lost a resumable stream can ask for the rest
-with ``Last-Event-ID`` (:meth:`~ResponseStream.rewind`). Written events of a resumable stream are
+with ``Last-Event-ID`` (:meth:`~ResponseStream.rewind`); a resumption of a stream a response still
+writes takes it over (:meth:`~ResponseStream.take_over`: the client gave up on that response before
+the bridge noticed). Written events of a resumable stream are
 kept until the session's event budget needs the room (oldest first, :class:`EventBudget`).
 """
 
@@ -77,6 +79,12 @@ class EventBudget:
 ORDER_SLACK = 1024
 
 
+# How long a resumption waits for the response it takes a stream over from to let go. Cancelling
+# that response interrupts any write at once (its connection is then closed), so it lets go at
+# its next scheduling; the bound is only reached through a bug, and one second is far beyond it.
+TAKEOVER_TIMEOUT = 1.0
+
+
 # Bytes queued for a client and not written (a session's, or one response's: what a client that
 # does not read can make the bridge hold), beyond which the bridge's sends wait, up to its send
 # timeout. As much as shared mode queues per client (Limits.client_queue_bytes); one message of
@@ -105,17 +113,21 @@ class Backlog:
     async def make_room(self, timeout: float | None) -> None:
         """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
 
+        ``timeout`` bounds the time without progress, not the whole wait: a client reading its
+        responses steadily (many of them, each at its own pace) may keep the backlog over the
+        limit for long, and is not too slow for it; one that reads nothing at all for
+        ``timeout`` seconds is.
+
         Raises:
             SendTimeout: the client read nothing for ``timeout`` seconds.
         """
-        if self.unwritten <= BACKLOG_LIMIT:
-            return
-        with trio.move_on_after(timeout if timeout is not None else float("inf")) as waited:
-            while self.unwritten > BACKLOG_LIMIT:
+        limit = float("inf") if timeout is None else timeout
+        while self.unwritten > BACKLOG_LIMIT:
+            with trio.move_on_after(limit) as waited:
                 self._room = trio.Event()
                 await self._room.wait()
-        if waited.cancelled_caught:
-            raise SendTimeout(f"the client read nothing for {timeout:g}s")
+            if waited.cancelled_caught:
+                raise SendTimeout(f"the client read nothing for {timeout:g}s")
 
 
 class ResponseStream:
@@ -146,6 +158,8 @@ class ResponseStream:
         self.abandoned = False  # the response writing it ended early; see abandon()
         self.attached = False  # an HTTP response is writing this stream now
         self._changed = trio.Event()
+        self._writer: trio.CancelScope | None = None  # the attached response's, to take it over
+        self._detached = trio.Event()
 
     @property
     def kept(self) -> int:
@@ -156,6 +170,34 @@ class ResponseStream:
     def unwritten(self) -> int:
         """How many events wait to be written."""
         return len(self._queue)
+
+    def attach(self, writer: trio.CancelScope) -> None:
+        """A response starts writing this stream; cancelling ``writer`` makes it let go."""
+        self.attached = True
+        self.abandoned = False
+        self._writer = writer
+        self._detached = trio.Event()
+
+    def detach(self) -> None:
+        """The response writing this stream returned (whatever it wrote is marked written)."""
+        self.attached = False
+        self._writer = None
+        self._detached.set()
+
+    async def take_over(self) -> bool:
+        """Make the response writing this stream let go, for a ``Last-Event-ID`` resumption.
+
+        A client resumes once it has given up on the stream's response, which the bridge may not
+        have noticed yet (the client's close is still on its way, or the network dropped it
+        silently): that response is cancelled, what it had not written stays queued (and is
+        abandoned, kept for replay), and the resumption then writes from the client's event id.
+        Waits at most :data:`TAKEOVER_TIMEOUT`; True once no response is attached.
+        """
+        if self.attached and self._writer is not None:
+            self._writer.cancel()
+            with trio.move_on_after(TAKEOVER_TIMEOUT):
+                await self._detached.wait()
+        return not self.attached
 
     def put(self, data: bytes, *, final: bool = False, status: int = 200) -> None:
         """Queue one encoded message.
@@ -213,6 +255,23 @@ class ResponseStream:
         if self.backlog is not None:
             self.backlog.remove(len(data))
         return len(data)
+
+    def release(self) -> None:
+        """Drop everything it holds, kept or unwritten (its response is over, or its session).
+
+        Its budget's order may still name it; those entries cost nothing and go at the next
+        compaction.
+        """
+        self.abandoned = True  # nothing more is queued for a response
+        for _, data, _, _ in self._queue:
+            if self.backlog is not None:
+                self.backlog.remove(len(data))
+        self._queue.clear()
+        self.queued_bytes = 0
+        if self.budget is not None:
+            self.budget.used -= sum(len(event[1]) + EVENT_OVERHEAD for event in self._kept)
+        self._kept.clear()
+        self.budget = None  # later messages (none are expected) are not kept either
 
     def forget_oldest(self) -> int:
         """Drop the oldest kept (written) event; return what it was charged (0 if none)."""
