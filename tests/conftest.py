@@ -440,3 +440,69 @@ async def wait_until_gone(pid: int) -> None:
     """
     while process_exists(pid):
         await trio.sleep(0.01)
+
+
+# -- bubblewrap ------------------------------------------------------------------------------------
+
+
+def bwrap_or_skip() -> None:
+    """Skip a sandbox test where bwrap is missing or cannot sandbox; fail it if CI is set.
+
+    .ci/run installs bubblewrap, so in CI a sandbox test that did not run is a failure.
+    """
+    from bridge._child.sandbox import Sandbox, check_sandbox
+    from bridge._errors import ConfigError
+
+    try:
+        check_sandbox(Sandbox())
+        check_sandbox(Sandbox(network=True))
+    except ConfigError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (CI is set: .ci/run installs bubblewrap)")
+        pytest.skip(str(exc))
+
+
+def pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None  # gone, or a zombie
+
+
+def processes_in(namespace: str) -> list[int]:
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and pid_namespace(int(entry)) == namespace
+    ]
+
+
+def sandbox_namespace(root: int) -> str:
+    """The PID namespace of the sandbox under process ``root`` (bwrap, or the bridge above it)."""
+    ours = pid_namespace(os.getpid())
+    queue = [root]
+    while queue:
+        parent = queue.pop()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == parent:
+                namespace = pid_namespace(int(entry))
+                if namespace is not None and namespace != ours:
+                    return namespace
+                queue.append(int(entry))
+    raise AssertionError(f"no sandbox under pid {root}")
+
+
+async def until_namespace_is_empty(namespace: str) -> None:
+    """Wait (bounded by the caller's fail_after) until no process of ``namespace`` is left.
+
+    bwrap exits as soon as the sandbox's PID 1 reports its child's status; PID 1 itself is gone a
+    moment later, and the kernel kills the rest of the namespace with it.
+    """
+    while processes_in(namespace):
+        await trio.sleep(0.01)

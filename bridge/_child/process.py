@@ -17,6 +17,10 @@ Stop, the MCP shutdown order, every step bounded and shielded from cancellation:
 5. SIGKILL the group once more, so that grandchildren left behind by a leader that exited are not
    orphaned (a grandchild that started its own session escapes this; only a cgroup, such as
    systemd's ``KillMode=mixed``, reaches those).
+
+A sandboxed child (:attr:`ChildSpec.sandbox`) is bwrap, its PID 1 and the server, all in this one
+process group: the same steps reach the server, and SIGKILL takes its whole PID namespace down,
+grandchildren in sessions of their own included (:mod:`bridge._child.sandbox` says how).
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import trio
 
 from channels import PeerInfo, ProtocolError, StreamChannel
 
-from .._errors import ChildStartError
+from .._errors import ChildStartError, ConfigError
 from .._limits import Limits
+from .sandbox import Sandbox, sandboxed
 from .stderr import RateLimiter, escape_for_log, log_stderr
 
 logger = logging.getLogger("bridge.child")
@@ -76,6 +81,8 @@ class ChildSpec:
         env: variables set for the child.
         pass_env: further variable names inherited from the bridge's environment.
         cwd: the child's working directory (``None``: the bridge's).
+        sandbox: run the child under bubblewrap with these settings (``None``: not sandboxed);
+            see :mod:`bridge._child.sandbox`.
 
     Raises:
         ValueError: ``argv`` is empty.
@@ -86,6 +93,7 @@ class ChildSpec:
     env: Mapping[str, str] = attrs.field(factory=dict)
     pass_env: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     cwd: str | None = None
+    sandbox: Sandbox | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.argv:
@@ -291,14 +299,24 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
     Raises:
         ChildStartError: the command could not be started (the message names it and why).
     """
+    env = spec.environment(os.environ)
+    argv = list(spec.argv)
+    if spec.sandbox is not None:
+        # The inherited TMPDIR names a directory of the host's; the sandbox has its own /tmp.
+        if "TMPDIR" not in spec.env:
+            env.pop("TMPDIR", None)
+        try:
+            argv = sandboxed(spec.sandbox, argv, spec.cwd, env)
+        except ConfigError as exc:
+            raise ChildStartError(f"cannot start {spec.argv[0]!r} sandboxed: {exc}") from None
     try:
         process = await trio.lowlevel.open_process(
-            list(spec.argv),
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            env=spec.environment(os.environ),
+            env=env,
             cwd=spec.cwd,
         )
     except OSError as exc:
@@ -310,7 +328,7 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
         peer=PeerInfo("pipe", f"pid {process.pid}"),
     )
     child = ChildProcess(process, channel, spec, limits)
-    logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(spec.argv))
+    logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(argv))
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

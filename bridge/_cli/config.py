@@ -19,12 +19,14 @@ import attrs
 from channels import HttpOptions, ListenOptions, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
+from .._child.sandbox import Sandbox
 from .._child.supervisor import RestartPolicy
 from .._daemon.config import ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
 from .loaders import load_resource_metadata, load_tokens
 from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers
+from .sandbox_options import sandbox_paths
 from .schema import (
     CHILD_MODES,
     KIND_FIELDS,
@@ -32,6 +34,7 @@ from .schema import (
     ConfigFile,
     LimitsEntry,
     ListenerEntry,
+    SandboxEntry,
     structure,
 )
 
@@ -184,6 +187,19 @@ def _limits(entry: LimitsEntry, where: str) -> tuple[Limits, dict[str, Any]]:
     return attrs.evolve(defaults, **values), timeouts
 
 
+def _sandbox(entry: SandboxEntry | None, where: str, secrets: list[str]) -> Sandbox | None:
+    """A server's ``sandbox = {...}``, hiding the file's secrets (every token file, TLS key)."""
+    if entry is None:
+        return None
+    return Sandbox(
+        network=entry.network,
+        read_write=sandbox_paths(entry.rw, f"{where}.rw"),
+        read_only=sandbox_paths(entry.ro, f"{where}.ro"),
+        hide=[os.path.abspath(path) for path in secrets],
+        bwrap=entry.bwrap,
+    )
+
+
 def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
     """One :class:`ServeConfig` per server, by name.
 
@@ -193,6 +209,13 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
     if not config.servers:
         raise ConfigError("servers: the file defines no server")
     result = {}
+    secrets = [
+        path
+        for server in config.servers.values()
+        for entry in server.listeners
+        for path in (*entry.token_file, entry.tls_key)
+        if path
+    ]
     for name, server in config.servers.items():
         where = f"servers.{name}"
         if not server.command:
@@ -232,7 +255,12 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             listen=addresses,
             listener_options=tuple(options),
             child=ChildSpec(
-                argv=server.command, name=name, env=server.env, pass_env=server.pass_env, cwd=server.cwd
+                argv=server.command,
+                name=name,
+                env=server.env,
+                pass_env=server.pass_env,
+                cwd=server.cwd,
+                sandbox=_sandbox(server.sandbox, f"{where}.sandbox", secrets),
             ),
             limits=limits,
             prespawn=server.prespawn,

@@ -6,6 +6,7 @@ The file's shape::
     command = ["npx", "-y", "@modelcontextprotocol/server-github"]
     env = { GITHUB_TOKEN_FILE = "/run/credentials/mcp-bridge@github.service/token" }
     child = "auto"
+    sandbox = { network = true }   # bubblewrap; rw = [...], ro = [...] as --sandbox-rw/-ro
 
     [[servers.github.listeners]]
     kind = "unix"
@@ -26,6 +27,7 @@ written as on the command line ("4MiB", "30s"); :mod:`.config` parses them.
 from __future__ import annotations
 
 import re
+import types
 import typing
 from typing import Any
 
@@ -107,6 +109,16 @@ class LimitsEntry:
 
 
 @attrs.frozen
+class SandboxEntry:
+    """``sandbox = {...}`` of a server: ``--sandbox`` and its options (``{}`` for the defaults)."""
+
+    rw: list[str] = attrs.field(factory=list)
+    ro: list[str] = attrs.field(factory=list)
+    network: bool = False
+    bwrap: str = "bwrap"
+
+
+@attrs.frozen
 class ServerEntry:
     """One ``[servers.NAME]`` table."""
 
@@ -121,6 +133,7 @@ class ServerEntry:
     restart_limit: int = RestartPolicy().crash_limit
     restart_window: str | None = None
     limits: LimitsEntry = LimitsEntry()
+    sandbox: SandboxEntry | None = None
 
 
 @attrs.frozen
@@ -164,6 +177,9 @@ def _lists_are_lists(raw: Any, cls: type, where: str) -> list[str]:
         value, hint = raw[field.name], hints[field.name]
         path = f"{where}.{field.name}" if where else field.name
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin in (typing.Union, types.UnionType) and value is not None:  # X | None: look at X
+            hint = next(arg for arg in args if arg is not type(None))
+            origin, args = typing.get_origin(hint), typing.get_args(hint)
         if origin is list:
             if type(value) is not list:
                 problems.append(f"{path}: expected a list")

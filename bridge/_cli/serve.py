@@ -15,9 +15,12 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+import attrs
+
 from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse_address
 
 from .._child.process import ChildSpec
+from .._child.sandbox import check_sandbox
 from .._child.supervisor import RestartPolicy
 from .._daemon.config import ServeConfig
 from .._errors import ConfigError
@@ -30,6 +33,7 @@ from .arguments import add_common
 from .exits import EXIT_CONFIG, EXIT_OK
 from .loaders import load_resource_metadata, load_tokens, resolve_group, resolve_user
 from .mcp_servers import DEFAULT_SOCKET_DIR
+from .sandbox_options import build_sandbox
 from .serve_parser import serve_parser
 
 logger = logging.getLogger("bridge")
@@ -60,10 +64,21 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         env[name] = value
     if options.cwd is not None and not os.path.isdir(options.cwd):
         raise ConfigError(f"--cwd {options.cwd!r}: not a directory")
+    sandbox = build_sandbox(options)
+    if sandbox is not None:
+        secrets = [*options.token_file, options.tls_key, options.tap]
+        sandbox = attrs.evolve(sandbox, hide=[os.path.abspath(path) for path in secrets if path])
     spec = ChildSpec(
-        argv=list(command), name=options.name, env=env, pass_env=list(options.pass_env), cwd=options.cwd
+        argv=list(command),
+        name=options.name,
+        env=env,
+        pass_env=list(options.pass_env),
+        cwd=options.cwd,
+        sandbox=sandbox,
     )
     _check_command(spec)
+    if sandbox is not None:
+        check_sandbox(sandbox)
     limits = Limits(
         max_client_message=options.max_message,
         max_child_message=options.max_child_message,
@@ -218,20 +233,29 @@ def servers_to_run(
         raise ConfigError(f"{flags}: with --config, set this in the file (per server or listener)")
 
     def read() -> dict[str, ServeConfig]:
-        return _read_config(options.config, options.socket_dir)
+        return _read_config(options.config, options.socket_dir, options.tap)
 
     return read(), read
 
 
-def _read_config(path: str, socket_dir: str) -> dict[str, ServeConfig]:
-    """The file's servers, each command checked as the command line's is.
+def _read_config(path: str, socket_dir: str, tap: str | None = None) -> dict[str, ServeConfig]:
+    """The file's servers, each command (and sandbox) checked as the command line's is.
+
+    A sandboxed child does not see the file itself, nor the tap: they may hold secrets.
 
     Raises:
         ConfigError: the file or a value in it cannot work.
     """
     configs = config_file.serve_configs(config_file.read(path, socket_dir))
-    for config in configs.values():
+    for name, config in configs.items():
+        sandbox = config.child.sandbox
+        if sandbox is not None:
+            own = [os.path.abspath(item) for item in (path, tap) if item]
+            sandbox = attrs.evolve(sandbox, hide=[*sandbox.hide, *own])
+            config = configs[name] = attrs.evolve(config, child=attrs.evolve(config.child, sandbox=sandbox))
         _check_command(config.child)
+        if sandbox is not None:
+            check_sandbox(sandbox, f"servers.{name}.sandbox")
     return configs
 
 

@@ -1,10 +1,10 @@
 """The parser of ``mcp-bridge [serve]``, built one option group at a time.
 
 :func:`serve_parser` assembles it; each ``_add_*`` function adds one group's options: the
-listeners, the child process, security (Unix peers, credentials, network access), Streamable
-HTTP, limits and timeouts, operations. Defaults come from the records they end up in
-(:class:`Limits`, :class:`RestartPolicy`, :class:`ListenOptions`, :class:`HttpOptions`), so that
-``--help`` shows the values the daemon really uses.
+listeners, the child process, its sandbox (:mod:`.sandbox_options`), security (Unix peers,
+credentials, network access), Streamable HTTP, limits and timeouts, operations. Defaults come
+from the records they end up in (:class:`Limits`, :class:`RestartPolicy`, :class:`ListenOptions`,
+:class:`HttpOptions`), so that ``--help`` shows the values the daemon really uses.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .._child.supervisor import RestartPolicy
 from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
+from .sandbox_options import add_sandbox
 
 # A raw string, printed as written (RawDescriptionHelpFormatter): the "\" ending a line is the
 # shell's, and the line after it lines up under the first option.
@@ -59,6 +60,7 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     _add_listeners(parser)
     _add_child(parser.add_argument_group("child process"))
+    add_sandbox(parser.add_argument_group("sandbox (bubblewrap)"))
     security = parser.add_argument_group("security")
     _add_unix_access(security)
     _add_credentials(security)
