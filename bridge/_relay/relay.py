@@ -41,7 +41,7 @@ from .idle import IdleWatch
 from .ledger import Ledger
 from .to_child import ToChild
 from .to_client import ToClient
-from .unread import answer_unread, ending_error
+from .unread import answer_unread, ending_error, linger
 from .writers import ChildWriter, ClientWriter
 
 
@@ -130,7 +130,10 @@ class Relay:
         Every request still in flight when the connection ends is answered with the
         :class:`Ending`'s error before this returns (if the client can still be written to), and
         so is every request the client had sent but the relay had not handled: read within the
-        bounds of :mod:`.unread` unless the ending says otherwise.
+        bounds of :mod:`.unread` unless the ending says otherwise, after which the client's write
+        side is shut (where the channel can half-close) and what it still sends is dropped until it
+        closes, within bounds (:func:`.unread.linger`); the client must then only be closed.
+        A stop at once (``stop_now``) cuts both short.
         Never raises for transport failures. If cancelled, the relay's tasks are cancelled and
         requests in flight are left unanswered.
         """
@@ -155,7 +158,11 @@ class Relay:
         assert ending is not None
         await self._answer_in_flight(ending)
         if ending.answers_unread:
-            await answer_unread(self.client, self._to_child.unread, ending, self._client_writer.send)
+            async with trio.open_nursery() as closing:  # until done, or a stop at once
+                closing.start_soon(self._cancel_on_stop_now, closing.cancel_scope)
+                await answer_unread(self.client, self._to_child.unread, ending, self._client_writer.send)
+                await linger(self.client)
+                closing.cancel_scope.cancel()
         return ending
 
     # -- ending --------------------------------------------------------------------------------
@@ -177,6 +184,10 @@ class Relay:
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
+
+    async def _cancel_on_stop_now(self, scope: trio.CancelScope) -> None:
+        await self.stop_now.wait()
+        scope.cancel()
 
     async def _watch_stop_now(self) -> None:
         await self.stop_now.wait()

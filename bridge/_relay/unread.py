@@ -8,6 +8,14 @@ has been quiet for :data:`UNREAD_QUIET`, and answers each request it finds with 
 ending error. Only a request written after that (the client has not seen the close yet) can go
 unanswered; the client then sees the connection close, which MCP clients report for every
 request still pending.
+
+Then the relay closes lingeringly (:func:`linger`), as web servers do (nginx's
+``lingering_close``; RFC 9112 §9.6): a socket closed while the client still sends is reset by
+Linux, and the reset destroys the replies the client had not read yet, the errors just written
+among them. The relay shuts its write side instead, so the client reads every reply and then the
+end, and reads and drops what the client still sends until it closes, within :data:`LINGER_TIME`
+and :data:`LINGER_BYTES`. Requests read then cannot be answered (the write side is shut): they
+were written after the end, the window above.
 """
 
 from __future__ import annotations
@@ -34,6 +42,13 @@ UNREAD_TIME = 2.0
 # socket buffers between them (Linux's defaults: 128 KiB for a TCP receive buffer, tcp_rmem; 208
 # KiB for a Unix socket's, net.core.wmem_default); 1 MiB covers both ends with room to spare.
 UNREAD_BYTES = 1024 * 1024
+# Longest time spent lingering: Apache httpd's lingering close waits 2 s for a read
+# (SECONDS_TO_LINGER); a client that reads gets the end and closes well within it (what it has
+# left to read fits in the socket buffers), and one that neither reads nor closes is cut off.
+LINGER_TIME = 2.0
+# Most bytes read and dropped while lingering: as UNREAD_BYTES, what the socket buffers between
+# the two ends can hold; a client still sending after that is closed on (and reset).
+LINGER_BYTES = UNREAD_BYTES
 
 
 def ending_error(request_id: RequestId, ending: Ending) -> JSONObject:
@@ -87,3 +102,26 @@ async def answer_unread(
             if not items:
                 break
     return answered
+
+
+async def linger(client: MessageChannel) -> None:
+    """Half-close ``client``, then read and drop what it sends until it closes, within bounds.
+
+    Ends at the client's end of input, after :data:`LINGER_TIME`, or once :data:`LINGER_BYTES`
+    were read; returns at once if the channel cannot half-close (WebSocket and TLS, whose closing
+    handshakes tell the client instead) or is already broken. Does not close ``client`` (its owner
+    does); nothing may be sent on it afterwards.
+    """
+    try:
+        await client.send_eof()
+    except (NotImplementedError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        return
+    start = client.bytes_received
+    with trio.move_on_after(LINGER_TIME):
+        while client.bytes_received - start < LINGER_BYTES:
+            try:
+                await client.receive()
+            except ProtocolError:
+                continue  # dropped like the rest
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                return

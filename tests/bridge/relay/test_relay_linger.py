@@ -1,0 +1,118 @@
+"""After a per-connection child dies, the bridge half-closes a TCP client and lingers before closing.
+
+Real child processes and real TCP sockets on loopback. The client pipelines requests to a child
+that reads nothing, the child is killed with SIGKILL, and the client goes on writing requests
+while it reads its replies slowly, as a busy MCP client does. Closing the socket while such a
+client still sends makes Linux answer its bytes with a reset, which destroys the replies the
+bridge had not delivered yet and shows the client ``ECONNRESET`` instead of the end: the bridge
+must shut its write side first (the client reads every reply, then the end) and drop what the
+client still sends until the client closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from conftest import poll, request, running_bridge
+
+TIMEOUT = 20
+
+# A child that says who it is and then reads nothing: requests pile up in front of it.
+DEAF_CHILD = r"""
+import os, sys, time
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+# Requests pipelined before the kill (fewer than the 256 a connection may have in flight, so
+# that all are forwarded and answered as in flight); then written at once after the first reply
+# (well within the bridge's 0.2 s of quiet, so read and answered); then, once the replies to the
+# first ones have been read, written a few per read until the end. Reading FIRST replies of
+# about 200 bytes READ_SIZE at a time with READ_PAUSE between reads takes at least 0.45 s, longer
+# than the bridge's quiet, so those last requests reach a bridge that has ended the connection
+# while the replies to the SECOND still wait in its send buffer (the client's receive buffer is
+# small).
+FIRST = 200
+SECOND = 50
+PER_READ = 3
+READ_SIZE = 256
+READ_PAUSE = 0.003
+RECEIVE_BUFFER = 4096
+
+
+def line(request_id: int) -> bytes:
+    return json.dumps(request(request_id, "tools/call", {"name": "echo", "arguments": {}})).encode() + b"\n"
+
+
+async def open_slow_reader(address: str) -> trio.SocketStream:
+    host, _, port = address.removeprefix("tcp:").rpartition(":")
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    await sock.connect((host, int(port)))
+    return trio.SocketStream(sock)
+
+
+class Client:
+    """Writes requests by increasing id and splits what it reads into replies."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.written = 0
+        self.replies: list[dict[str, Any]] = []
+        self._buffer = b""
+
+    async def write(self, count: int) -> None:
+        ids = range(self.written, self.written + count)
+        await self.stream.send_all(b"".join(line(n) for n in ids))
+        self.written += count
+
+    async def read(self) -> bool:
+        """Read once; False at the end of the stream (a reset raises BrokenResourceError)."""
+        data = await self.stream.receive_some(READ_SIZE)
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        self.replies += [json.loads(text) for text in lines]
+        return bool(data)
+
+
+async def test_a_client_still_writing_when_its_child_dies_gets_every_reply_then_an_orderly_end(
+    sock_dir: Path,
+) -> None:
+    pid_file = sock_dir / "child.pid"
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(
+            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), ["tcp:127.0.0.1:0"]
+        ) as daemon:
+            client = Client(await open_slow_reader(daemon.addresses[0]))
+            await poll(pid_file.exists)
+            await client.write(FIRST)
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            while not client.replies:
+                assert await client.read(), "the connection ended before any reply"
+            await client.write(SECOND)
+            # A reset makes a read or a write raise BrokenResourceError, failing the test.
+            while await client.read():
+                if len(client.replies) >= FIRST:
+                    await client.write(PER_READ)
+                await trio.sleep(READ_PAUSE)
+            await client.stream.aclose()
+    counts = Counter(reply["id"] for reply in client.replies)
+    assert set(counts.values()) == {1}, "a request was answered twice"
+    answered = len(counts)
+    assert answered >= FIRST + SECOND
+    # Every request up to the last answered one was answered: only those written after the
+    # bridge's end (its FIN) may go without a reply.
+    assert sorted(counts) == list(range(answered))
+    for reply in client.replies:
+        assert reply["error"]["data"]["reason"] == "child-exited"
