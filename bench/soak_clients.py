@@ -20,7 +20,7 @@ from typing import Any
 import trio
 import trio_websocket
 from soak_http import LEGACY, MODERN_META, HttpClosed, HttpConn, post
-from soak_tally import CANCEL_AFTER_S, Ledger, Tally, draw_call, error_reason, tools_call
+from soak_tally import CANCEL_AFTER_S, CANCEL_SLEEP_S, Ledger, Tally, draw_call, error_reason, tools_call
 from wsproto.utilities import LocalProtocolError
 
 CONCURRENCY = 2  # requests a client keeps in flight at once
@@ -29,6 +29,13 @@ CONNECTION_LIFE_S = (20.0, 60.0)  # a connection is closed and reopened after a 
 # connection ends at once, a legacy HTTP session on its next request (a slow call: up to 2 s).
 KILL_WINDOW_S = 10.0
 RETRY_S = 0.5  # between a failed connect and the next
+# trio-websocket's own limit on a message it receives is 1 MiB (MAX_MESSAGE_SIZE): a 1 MiB blob's
+# reply is 1 MiB plus its JSON-RPC envelope, and the client would fail its own connection with
+# 1009 and count the requests in flight as lost. 2 MiB holds the largest reply of the mix.
+WS_MAX_MESSAGE = 2 << 20
+# trio-websocket reads 4 KiB at a time by default: 256 passes of its pure-Python reader for a
+# 1 MiB reply, which starves the soak's 300 clients of CPU; 64 KiB is what the line clients read.
+WS_RECEIVE_BYTES = 1 << 16
 INITIALIZE_PARAMS = {
     "protocolVersion": LEGACY,
     "capabilities": {},
@@ -80,10 +87,15 @@ class LineStream:
 
 
 class WsStream:
-    """JSON-RPC in WebSocket text messages, owned by its client."""
+    """JSON-RPC in WebSocket text messages, owned by its client.
+
+    ``closed_with`` is the close code and reason the connection ended with (``"1012 child
+    exited"``), once :meth:`receive` has seen the end; the soak counts disconnects by it.
+    """
 
     def __init__(self, ws: trio_websocket.WebSocketConnection) -> None:
         self.ws = ws
+        self.closed_with: str | None = None
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.ws.send_message(json.dumps(message, separators=(",", ":")))
@@ -91,11 +103,19 @@ class WsStream:
     async def receive(self) -> dict[str, Any] | None:
         try:
             return dict(json.loads(await self.ws.get_message()))
-        except trio_websocket.ConnectionClosed:
+        except trio_websocket.ConnectionClosed as exc:
+            self.closed_with = close_text(exc.reason)
             return None
 
     async def aclose(self) -> None:
         await self.ws.aclose()
+
+
+def close_text(reason: trio_websocket.CloseReason | None) -> str:
+    """A close as the client saw it: ``"1011 keepalive ping timeout"``, ``"no close frame"``."""
+    if reason is None:
+        return "no close frame"
+    return f"{reason.code} {reason.reason or reason.name}".rstrip()
 
 
 async def connect_stream(address: str) -> LineStream:
@@ -135,7 +155,15 @@ async def opened(address: str) -> AsyncIterator[LineStream | WsStream]:
     try:
         async with trio.open_nursery() as nursery:
             ws = WsStream(
-                await trio_websocket.connect_websocket(nursery, host, int(port), "/", use_ssl=False)
+                await trio_websocket.connect_websocket(
+                    nursery,
+                    host,
+                    int(port),
+                    "/",
+                    use_ssl=False,
+                    max_message_size=WS_MAX_MESSAGE,
+                    receive_buffer_size=WS_RECEIVE_BYTES,
+                )
             )
             try:
                 yield ws
@@ -188,8 +216,12 @@ async def _run_stream_connection(
             else:
                 ledger.notification(message)
         ended.set()
-        ledger.close()  # what is still pending is lost
-        on_disconnect(tally, "bridge ended a connection")
+        lost = ledger.close()  # what is still pending is lost
+        what = "bridge ended a connection"
+        if isinstance(conn, WsStream):  # the close frame says who ended it: the bridge, or the client
+            what = f"WebSocket ended with {conn.closed_with} ({lost} lost)"
+            tally.faults[f"WebSocket ended with {conn.closed_with}"] += 1
+        on_disconnect(tally, what)
         nursery.cancel_scope.cancel()
 
     async def worker() -> None:
@@ -211,7 +243,12 @@ async def _run_stream_connection(
             except CLOSED_ERRORS:
                 await ended.wait()
                 return
-            with trio.move_on_at(record.bound_at):
+            # A cancelled request may never be answered (MCP lets the server drop it): waiting for
+            # its bound would idle the worker 31.5 s, and after a few cancellations every worker
+            # of every client idles at once. Its record stays in the ledger: an answer that comes
+            # later is still matched (and counted late past the bound).
+            wait_until = record.bound_at if not record.cancelled else trio.current_time() + CANCEL_SLEEP_S
+            with trio.move_on_at(wait_until):
                 await record.done.wait()
 
     async with trio.open_nursery() as nursery:
