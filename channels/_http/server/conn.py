@@ -31,7 +31,16 @@ import attrs
 import trio
 
 from ..._core.fdio import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
-from .request import DISCARD_BYTES, MAX_HEAD_BYTES, BadRequest, HeadCheck, Headers, Parsing, Request
+from .request import (
+    DISCARD_BYTES,
+    MAX_HEAD_BYTES,
+    BadRequest,
+    HeadCheck,
+    Headers,
+    Parsing,
+    Request,
+    unreadable_body,
+)
 
 SERVER_HEADER = b"server: mcp-bridge\r\n"
 # A body up to this size is sent in the same write as its head (one system call); a larger one
@@ -346,10 +355,7 @@ class HttpConnection:
             if error.body is not None:
                 headers, body = error.headers, error.body
             else:
-                headers, body = (
-                    [(b"content-type", b"text/plain; charset=utf-8")],
-                    (str(error) + "\n").encode(),
-                )
+                headers, body = unreadable_body(error)
             try:
                 await self.respond(error.status, headers, body)
                 if self._parsing.started and not self._peer_closed:

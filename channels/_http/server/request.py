@@ -27,7 +27,7 @@ import httptools
 
 from ..._core.errors import INVALID_REQUEST
 from ..._core.jsonrpc import sniff_leading_id
-from ..._mcp.refusal import HttpRefusal
+from ..._mcp.refusal import SERVER_ERROR, HttpRefusal
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -119,6 +119,22 @@ def body_too_large(limit: int, prefix: bytes, *, keep_alive: bool = False) -> Ba
     return BadRequest(
         413, message, headers=refusal.response_headers(), body=refusal.body(), keep_alive=keep_alive
     )
+
+
+# A request the listener could not read is refused in the same form as every other refusal: a
+# JSON-RPC error (id null: no message was read), its code by status, and a stable data.reason.
+UNREADABLE = {
+    400: (INVALID_REQUEST, "bad-http-request"),  # malformed, or closed in the middle of a request
+    408: (SERVER_ERROR, "http-timeout"),  # no complete head or body within its deadline
+    431: (INVALID_REQUEST, "head-too-large"),  # over MAX_HEAD_BYTES
+}
+
+
+def unreadable_body(error: BadRequest) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The headers and JSON-RPC error body a :class:`BadRequest` without a body of its own gets."""
+    code, reason = UNREADABLE.get(error.status, (INVALID_REQUEST, "bad-http-request"))
+    refusal = HttpRefusal(error.status, code, str(error), reason, None)
+    return refusal.response_headers(), refusal.body()
 
 
 HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]

@@ -481,6 +481,41 @@ async def test_a_request_head_that_never_ends_is_cut_off_after_the_handshake_tim
             while chunk := await stream.receive_some(65536):
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 408")
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert b"content-type: application/json" in head.lower()
+            error = json.loads(body)
+            assert error["id"] is None and error["error"]["code"] == -32000
+            assert error["error"]["data"]["reason"] == "http-timeout"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "reason"),
+    [
+        (b"NOT HTTP AT ALL\r\n\r\n", 400, "bad-http-request"),
+        (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"x" * 70000 + b"\r\n\r\n",
+            431,
+            "head-too-large",
+        ),
+    ],
+    ids=["malformed", "head-too-large"],
+)
+async def test_a_request_the_listener_cannot_read_is_refused_with_a_json_rpc_error_body(
+    raw: bytes, status: int, reason: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(raw)
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status}".encode())
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)
+    assert error["jsonrpc"] == "2.0" and error["id"] is None
+    assert error["error"]["code"] == -32600 and error["error"]["data"]["reason"] == reason
 
 
 async def test_cors_is_off_by_default_and_exposes_the_session_id_when_configured() -> None:
