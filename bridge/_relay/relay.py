@@ -14,8 +14,9 @@ Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.t
 ``_watch_stop_now``, with an idle timeout ``IdleWatch.run`` (:mod:`.idle`) and, with a request
 timeout, ``Ledger.expire_requests`` (:mod:`.ledger`, the
 book of requests both directions keep). The first condition that ends the connection is recorded
-as an :class:`~.ending.Ending`; the tasks are then cancelled, the requests still in flight are
-answered with the Ending's error, and ``run`` returns. Closing the client and stopping the child are
+as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
+``send_timeout``), the tasks are then cancelled, the requests still in flight are answered with the
+Ending's error, and ``run`` returns. Closing the client and stopping the child are
 left to their owners. This module wires the pieces: each gets what it uses, not the relay.
 
 There is no queue between the pumps and the client: each pump writes its batch itself, under a lock
@@ -153,7 +154,9 @@ class Relay:
                     self.client,
                 )
             await self._ended.wait()
+            await self._finish_write()
             tasks.cancel_scope.cancel()
+        self._client_writer.resume()
         ending = self.ending
         assert ending is not None
         await self._answer_in_flight(ending)
@@ -171,6 +174,17 @@ class Relay:
         if self.ending is None:
             self.ending = ending
             self._ended.set()
+
+    async def _finish_write(self) -> None:
+        """Let a write to the client in progress end (bounded) before the tasks are cancelled.
+
+        Cut half-way, it would leave part of a line on the wire, after which nothing could be
+        written: the requests in flight would go unanswered. A stop at once cuts it short.
+        """
+        async with trio.open_nursery() as finishing:
+            finishing.start_soon(self._cancel_on_stop_now, finishing.cancel_scope)
+            await self._client_writer.finish_write()
+            finishing.cancel_scope.cancel()
 
     async def _answer_in_flight(self, ending: Ending) -> None:
         replies = [ending_error(request_id, ending) for request_id in self._ledger.in_flight.take_all()]

@@ -91,16 +91,21 @@ class ToChild:
             forward: list[JSONObject] = []
             unread = self.unread
             unread.extend(items)
+            # An item leaves ``unread`` only once handled: a task cancelled while answering it
+            # (the connection ended) leaves it to be answered by the relay.
             while unread:
-                item = unread.popleft()
+                item = unread[0]
                 if isinstance(item, ProtocolError):
                     consecutive_errors += 1
-                    if not await self._answer_bad_input(item, consecutive_errors):
+                    go_on = await self._answer_bad_input(item, consecutive_errors)
+                    unread.popleft()
+                    if not go_on:
                         return
                     continue
                 consecutive_errors = 0
                 if await self._admit(item):
                     forward.append(item)
+                unread.popleft()
             if forward and not await self._send_to_child(forward):
                 await self._child_input_closed()
                 return

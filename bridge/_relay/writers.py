@@ -26,9 +26,15 @@ BATCH = 64
 class ClientWriter:
     """Writes to the client, one batch at a time; ends the connection when that fails.
 
+    When the connection ends, the relay calls :meth:`finish_write` before cancelling its tasks, so
+    that a write in progress is not cut half-way (which would leave part of a line on the wire and
+    nothing more could be written: the requests in flight would go unanswered), then
+    :meth:`resume` for its own answers.
+
     Args:
         client: the client's channel; its owner closes it.
-        send_timeout: the client channel's ``send_timeout`` (for the log line of a slow client).
+        send_timeout: the client channel's ``send_timeout`` (for the log line of a slow client, and
+            the bound of :meth:`finish_write`).
         end: records why the connection ended (the first call wins).
         touch: notes traffic to the client (for the idle timeout).
     """
@@ -38,7 +44,12 @@ class ClientWriter:
     end: Callable[[Ending], None]
     touch: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
     _lock: HandoffLock = attrs.field(init=False, factory=HandoffLock)
-    _writable: bool = attrs.field(init=False, default=True)
+    # A write failed or was cut half-way: nothing may be written to the client any more.
+    _broken: bool = attrs.field(init=False, default=False)
+    # The connection has ended: no write may start until resume() (see finish_write).
+    _held: bool = attrs.field(init=False, default=False)
+    _writing: bool = attrs.field(init=False, default=False)
+    _write_ended: trio.Event | None = attrs.field(init=False, default=None)
 
     async def reply(self, message: JSONObject) -> bool:
         """Send one reply written by the bridge itself."""
@@ -48,20 +59,31 @@ class ClientWriter:
         """Write to the client; False if the client is gone or was given up on.
 
         Waits while the client does not read (backpressure), at most ``send_timeout`` per write
-        (the client channel's own timeout, armed only when a write has to wait).
+        (the client channel's own timeout, armed only when a write has to wait), and while another
+        write is in progress. Between :meth:`finish_write` and :meth:`resume` it waits until
+        cancelled: the relay is cancelling its tasks, and what they had to write is answered by
+        the relay instead.
 
         A write cancelled half-way may have left part of a line on the wire; nothing is written to
         that client after it, since the next byte would corrupt the framing.
         """
-        if not self._writable:
+        if self._broken:
             return False
         await self._lock.acquire()  # free: no trip through the scheduler
         try:
-            if not self._writable:
+            if self._broken:
                 return False
-            self._writable = False  # until the write has completed
-            await self.client.send_many(messages)
-            self._writable = True
+            if self._held:
+                await trio.sleep_forever()
+            self._broken = True  # until the write has completed
+            self._writing = True
+            try:
+                await self.client.send_many(messages)
+            finally:
+                self._writing = False
+                if self._write_ended is not None:
+                    self._write_ended.set()
+            self._broken = False
             self.touch()
             return True
         except SendTimeout:
@@ -76,6 +98,23 @@ class ClientWriter:
             return False
         finally:
             self._lock.release()
+
+    async def finish_write(self) -> None:
+        """Start no more writes, and wait for the one in progress, if any, to end.
+
+        For at most ``send_timeout``: a client that has not read the rest by then is too slow, and
+        the write is cut when the caller cancels it (the client then gets nothing more). Writes
+        asked for from now on wait until cancelled (:meth:`send`), until :meth:`resume`.
+        """
+        self._held = True
+        if self._writing:
+            ended = self._write_ended = trio.Event()
+            with trio.move_on_after(self.send_timeout):
+                await ended.wait()
+
+    def resume(self) -> None:
+        """Let writes start again after :meth:`finish_write` (the relay's own answers)."""
+        self._held = False
 
 
 @attrs.define(eq=False)

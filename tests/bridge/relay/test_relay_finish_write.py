@@ -1,0 +1,123 @@
+"""A write to the client in progress when a per-connection child exits is finished, then the rest answered.
+
+Real child process and a real TCP socket on loopback, with small socket buffers. The child answers
+the first request with a reply far larger than the buffers between the bridge and the client, then
+reads nothing; the client reads nothing until the child has been killed and the relay has ended
+the connection, so the relay is provably in the middle of writing that reply when the child dies.
+Cutting that write would leave part of a line on the wire, after which nothing may be written:
+the requests in flight would go unanswered and the client would see a clean end. The relay must
+let the write finish (within the send timeout), then answer every request still in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+import trio.testing
+
+from bridge import ChildSpec, Limits, Relay, open_child
+from channels import JSONObject, StreamChannel
+
+from conftest import poll, request
+
+TIMEOUT = 20
+
+# The size of the first request's reply: far more than the socket buffers between the bridge and
+# the client can hold (SOCKET_BUFFER on each side, which Linux doubles: 16 KiB in all, plus what
+# loopback has in flight), so its write cannot complete while the client reads nothing.
+REPLY_BYTES = 1024 * 1024
+SOCKET_BUFFER = 4096
+# Requests after the first, which the child never reads: in flight when it dies.
+IN_FLIGHT = 20
+READ_SIZE = 65536
+
+# A child that answers the first request with a large result and then reads nothing more.
+BIG_REPLY_CHILD = r"""
+import json, sys, time
+first = json.loads(sys.stdin.buffer.readline())
+reply = {"jsonrpc": "2.0", "id": first["id"], "result": {"text": "x" * int(sys.argv[1])}}
+sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+sys.stdout.buffer.flush()
+time.sleep(600)
+"""
+
+
+class WatchedChannel(StreamChannel):
+    """The bridge's end of the client connection; says when the relay starts writing the big reply."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        super().__init__(stream)
+        self.big_reply_writing = trio.Event()
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        if any(message.get("id") == 0 and "result" in message for message in messages):
+            self.big_reply_writing.set()
+        await super().send_many(messages)
+
+
+async def connected_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    """A client socket and the bridge's end of it, both with small buffers."""
+    (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    async with listener:
+        port = listener.socket.getsockname()[1]
+        sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+        await sock.connect(("127.0.0.1", port))
+        server = await listener.accept()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+    return trio.SocketStream(sock), server
+
+
+async def read_to_end(stream: trio.SocketStream) -> tuple[list[dict[str, Any]], bytes]:
+    """Every complete line until the end of the stream, and what followed the last newline."""
+    data = bytearray()
+    while chunk := await stream.receive_some(READ_SIZE):
+        data += chunk
+    *lines, rest = bytes(data).split(b"\n")
+    return [json.loads(line) for line in lines], rest
+
+
+async def test_a_reply_being_written_when_the_child_dies_is_finished_and_every_request_in_flight_answered() -> (
+    None
+):
+    limits = Limits()
+    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+        channel = WatchedChannel(server)
+        async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
+            relay = Relay(channel, child, limits)
+
+            async def serve() -> None:  # what the daemon does: relay, then close the client
+                await relay.run()
+                await channel.aclose()
+
+            nursery.start_soon(serve)
+            payload = [
+                request(n, "tools/call", {"name": "echo", "arguments": {}}) for n in range(1 + IN_FLIGHT)
+            ]
+            await client.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in payload))
+            await channel.big_reply_writing.wait()
+            os.kill(child.pid, signal.SIGKILL)
+            await poll(lambda: relay.ending is not None)
+            # Let the relay act on its ending before the client reads a byte.
+            await trio.testing.wait_all_tasks_blocked()
+            replies, rest = await read_to_end(client)
+            await client.aclose()
+    assert rest == b"", f"the connection ended in the middle of a line ({len(rest)} bytes)"
+    counts = Counter(reply["id"] for reply in replies)
+    assert sorted(counts) == list(range(1 + IN_FLIGHT)), f"{1 + IN_FLIGHT - len(counts)} requests unanswered"
+    assert set(counts.values()) == {1}
+    first, *others = replies
+    assert first["id"] == 0
+    assert len(first["result"]["text"]) == REPLY_BYTES
+    for reply in others:
+        assert reply["error"]["data"]["reason"] == "child-exited"
