@@ -52,6 +52,7 @@ def summary(
             "results": tally.results,
             "errors": dict(tally.errors.most_common()),
             "lost": tally.lost,
+            "in_close_window": tally.in_close_window,
             "duplicated": tally.duplicated,
             "late": tally.late,
             "unexpected": tally.unexpected,
@@ -167,6 +168,7 @@ def print_table(result: dict[str, Any]) -> None:
     row("results", [c["results"] for c in configs.values()])
     row("errors", [sum(c["errors"].values()) for c in configs.values()])
     row("lost", [c["lost"] for c in configs.values()])
+    row("unanswered, closing window", [c["in_close_window"] for c in configs.values()])
     row("duplicated", [c["duplicated"] for c in configs.values()])
     row("late", [c["late"] for c in configs.values()])
     row("not sent: connection closed", [c.get("unsent", 0) for c in configs.values()])
