@@ -20,6 +20,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -282,6 +284,21 @@ def mutated(value: bytes, edits: list[Mutation]) -> bytes:
 
 # Mostly a few edits, often none (a valid input must be served normally too).
 edit_lists = st.lists(mutations, max_size=4)
+
+
+# SO_LINGER on, with a zero timeout: closing the socket resets the connection (RFC 793's abort).
+LINGER_RESET = struct.pack("ii", 1, 0)
+# Seconds every task must have been waiting before a vanished client's example ends: the server
+# has then done all it will do about the reset.
+SETTLE = 0.05
+
+
+async def send_and_vanish(stream: trio.SocketStream, chunks: list[bytes]) -> None:
+    """Send ``chunks`` and go without reading: whatever the server writes then meets a reset."""
+    await send_in_chunks(stream, chunks, False)
+    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+    await stream.aclose()
+    await trio.testing.wait_all_tasks_blocked(SETTLE)
 
 
 def chunked(data: bytes, cuts: list[int]) -> list[bytes]:

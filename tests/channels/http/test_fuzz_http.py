@@ -18,8 +18,6 @@ connection.
 from __future__ import annotations
 
 import json
-import socket
-import struct
 from typing import Any
 
 import attrs
@@ -36,6 +34,7 @@ from fuzzing import (
     mutated,
     read_until_closed,
     run_example,
+    send_and_vanish,
     send_in_chunks,
 )
 from hypothesis import given
@@ -54,11 +53,6 @@ EXAMPLE_DEADLINE = 15
 # How long a stalling client waits before it ends its side: the head deadline plus two of the
 # listener's deadline ticks (channels._core.ticker.TICK, 0.25 s), so that the deadline has fired.
 STALL = HANDSHAKE + 0.5
-# SO_LINGER on, with a zero timeout: closing the socket resets the connection (RFC 793's abort).
-LINGER_RESET = struct.pack("ii", 1, 0)
-# Seconds every task must have been waiting before a vanished client's example ends: the server
-# has then done all it will do about the reset.
-SETTLE = 0.05
 # Stalled examples cost STALL each: one in twenty as many as the others.
 STALLED_SHARE = 0.05
 
@@ -269,11 +263,8 @@ def fuzz(data: st.DataObject, cuts: list[int], *, stall: bool = False, vanish: b
             nursery.start_soon(well_behaved, port)
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             async with stream:
-                if vanish:  # gone without reading: whatever the server writes meets a reset
-                    await send_in_chunks(stream, chunked(sent, cuts), False)
-                    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
-                    await stream.aclose()
-                    await trio.testing.wait_all_tasks_blocked(SETTLE)
+                if vanish:
+                    await send_and_vanish(stream, chunked(sent, cuts))
                     return
                 if stall:
                     await send_in_chunks(stream, chunked(sent, cuts), False)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import struct
 from typing import Any
 
@@ -36,6 +35,7 @@ from fuzzing import (
     mutated,
     read_until_closed,
     run_example,
+    send_and_vanish,
     send_in_chunks,
 )
 from hypothesis import given
@@ -52,8 +52,6 @@ TEXT, BINARY, CONTINUATION, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
 # going away, protocol error, unsupported data, invalid payload, policy violation, too big.
 PEER_FAULT_CODES = {1000, 1001, 1002, 1003, 1007, 1008, 1009}
 ERROR_CODES = {-32700, -32600}
-LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero timeout: close resets (RFC 793 abort)
-SETTLE = 0.05  # seconds every task must have waited before a vanished client's example ends
 
 
 def upgrade_request(port: int, *, extra: bytes = b"") -> bytes:
@@ -261,11 +259,8 @@ def fuzz(sent: bytes, cuts: list[int], *, vanish: bool, check: Any) -> None:
             nursery.start_soon(well_behaved, port)
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             async with stream:
-                if vanish:  # gone without reading: whatever the server writes meets a reset
-                    await send_in_chunks(stream, chunked(data, cuts), False)
-                    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
-                    await stream.aclose()
-                    await trio.testing.wait_all_tasks_blocked(SETTLE)
+                if vanish:
+                    await send_and_vanish(stream, chunked(data, cuts))
                     return
                 nursery.start_soon(send_in_chunks, stream, chunked(data, cuts), True)
                 received = await read_until_closed(stream)
