@@ -4,11 +4,12 @@ What lives here: the exceptions (``errors``), JSON-RPC values (``jsonrpc``), new
 (``framing``), the Channel interface (``channel``), the stream channel (``stream``), reading a file
 descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker (``ticker``), the
 listener and address machinery (``listener``, ``address``, ``options``, ``serve``), TLS contexts and
-the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``) and the HTTP request
-guard (``guard``).
+the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``), OAuth settings
+and principals (``oauth``) and the HTTP request guard (``guard``).
 
 Import rule: modules here import only each other, the standard library and third-party packages.
-The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``guard``) import no trio.
+The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
+no trio.
 """
 
 from .address import (
@@ -71,6 +72,10 @@ from .listener import (
 from .lock import (
     HandoffLock,
 )
+from .oauth import (
+    OAuthSettings,
+    Principal,
+)
 from .options import (
     AccessDenied,
     ConnectError,
@@ -120,9 +125,11 @@ __all__ = [
     "MessageChannel",
     "MessageListener",
     "MessageTooLarge",
+    "OAuthSettings",
     "Oversized",
     "ParseError",
     "PeerInfo",
+    "Principal",
     "ProtocolError",
     "RequestId",
     "SendTimeout",

@@ -11,6 +11,7 @@ import trio
 
 from .errors import ProtocolError
 from .jsonrpc import JSONObject
+from .oauth import Principal
 
 
 class CloseReason(enum.Enum):
@@ -54,6 +55,8 @@ class PeerInfo:
         credential: which accepted credential the peer authenticated with (a token's label such
             as ``"token file /etc/mcp/tokens line 2"``; never the token itself).
         origin, user_agent: the ``Origin`` and ``User-Agent`` headers of a WebSocket upgrade.
+        principal: who the OAuth access token names (subject, client, scopes), when the peer
+            presented one; its :attr:`~channels.Principal.label` is then also :attr:`credential`.
     """
 
     transport: str
@@ -65,6 +68,12 @@ class PeerInfo:
     credential: str | None = None
     origin: str | None = None
     user_agent: str | None = None
+    principal: Principal | None = None
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The scopes of the peer's OAuth token; none without one (a static token, a Unix peer)."""
+        return self.principal.scopes if self.principal is not None else frozenset()
 
     def __str__(self) -> str:
         parts = [self.transport]
