@@ -17,6 +17,7 @@ import trio
 import trio.testing
 
 from bridge import ChildSpec, Limits, Relay, ToolScopes, open_child
+from bridge._relay.ledger import Ledger
 from channels import PeerInfo, Principal, StreamChannel
 
 from conftest import call, example_server, request, result_text
@@ -113,3 +114,14 @@ async def test_a_reused_id_after_a_tools_list_is_not_filtered_as_one() -> None:
             await tool_names(client, 5)
             await client.send(call(5, "echo", text="plain"))
             assert result_text(await client.receive()) == "plain"
+
+
+def test_the_book_of_tools_list_requests_stays_bounded_when_their_replies_never_come() -> None:
+    # A client that sends tools/list and cancels each one leaves entries no reply will take.
+    ledger = Ledger(max_in_flight=4, request_timeout=None)
+    for number in range(100):
+        ledger.opened(number, True)
+        ledger.in_flight.cancel(number)
+    assert len(ledger.tool_lists) <= 2 * 4
+    ledger.opened("live", True)
+    assert ledger.lists_tools("live") and not ledger.lists_tools("live")  # asked once per reply
