@@ -23,6 +23,7 @@ from channels import (
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "INSUFFICIENT_SCOPE",
     "REPLY_TOO_LARGE",
     "REQUEST_TIMEOUT",
     "TOO_MANY_CONNECTIONS",
@@ -45,6 +46,8 @@ TOO_MANY_REQUESTS = -31002  # the connection already has the maximum number of r
 TOO_MANY_CONNECTIONS = -31003  # sent with id null just before closing a connection over the cap
 """The bridge already served ``Limits.max_connections`` connections; the connection is closed."""
 # UNAUTHORIZED = -31004 (channels._core.auth): a newline channel's first message carried no valid token
+INSUFFICIENT_SCOPE = -31005  # a tools/call the caller's OAuth scopes do not allow; never forwarded
+"""A ``tools/call`` of a tool whose per-tool scopes the caller's token lacks (``data.scope``)."""
 
 # How a connection's ending (its data.reason tag) is told to a peer that understands close codes
 # (WebSocket); endings not listed close normally.
@@ -89,6 +92,25 @@ def too_many_requests(request_id: RequestId, limit: int) -> JSONObject:
     """The answer to a request over the connection's ``max_in_flight`` (``-31002``)."""
     return error_response(
         request_id, TOO_MANY_REQUESTS, "Too many requests", "too-many-requests", limit=limit
+    )
+
+
+def insufficient_scope(request_id: RequestId, tool: Any, scope: str) -> JSONObject:
+    """The answer to a ``tools/call`` the caller may not make (``-31005``).
+
+    Args:
+        request_id: the request's id.
+        tool: the tool's name as the request gave it (JSON data).
+        scope: the scopes it lacks, space-separated as in OAuth (RFC 6749 §3.3, RFC 6750 §3).
+    """
+    return error_response(
+        request_id,
+        INSUFFICIENT_SCOPE,
+        "Insufficient scope",
+        "insufficient-scope",
+        tool=tool,
+        scope=scope,
+        detail=f"calling this tool needs the scope {scope}, which the caller's access token lacks",
     )
 
 

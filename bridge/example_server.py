@@ -25,7 +25,7 @@ request has arrived), ``blob`` (``size`` → a text of that many bytes), ``progr
 notifications on the request's ``progressToken``, then "done"), ``ask_client`` (sends the client a
 request such as ``roots/list`` and answers with the client's answer), ``notify`` (sends a
 notification that belongs to no request, such as ``notifications/tools/list_changed``),
-``stats`` (what this process has seen: ``initialize`` requests, cancelled request ids),
+``stats`` (what this process has seen: ``initialize`` requests, cancelled ids, tools called),
 ``spawn_grandchild`` (starts a ``sleep`` in the server's process group and answers with its pid).
 ``subscriptions/listen`` (2026-07-28) is acknowledged, sends one tagged update and ends at once.
 
@@ -114,7 +114,7 @@ TOOLS = [
     },
     {
         "name": "stats",
-        "description": "What this process has seen: initialize requests, cancelled request ids.",
+        "description": "What this process has seen: initialize requests, cancelled ids, tools called.",
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
@@ -153,6 +153,7 @@ class Server:
         self.asks = 0
         self.initializes = 0
         self.cancelled: list[Any] = []  # requestIds of the notifications/cancelled received
+        self.calls: dict[str, int] = {}  # tools/call requests received, by tool name
 
     def feed(self, line: bytes) -> None:
         """Handle one line read from stdin, then the lines deferred while a tool waited."""
@@ -291,6 +292,7 @@ class Server:
             ToolError: the tool is unknown (answered as an error result).
         """
         name = params.get("name")
+        self.calls[str(name)] = self.calls.get(str(name), 0) + 1
         arguments = params.get("arguments") or {}
         if name == "echo":
             return text_result(str(arguments.get("text", "")))
@@ -329,7 +331,8 @@ class Server:
             self.write({"jsonrpc": "2.0", "method": str(arguments.get("method")), "params": {}})
             return text_result("sent")
         if name == "stats":
-            return text_result(json.dumps({"initialize": self.initializes, "cancelled": self.cancelled}))
+            seen = {"initialize": self.initializes, "cancelled": self.cancelled, "calls": self.calls}
+            return text_result(json.dumps(seen))
         if name == "spawn_grandchild":
             child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
             self.grandchildren.append(child)

@@ -24,6 +24,7 @@ from .._child.supervisor import RestartPolicy
 from .._daemon.config import ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
+from .._relay.scopes import ToolScopes, tool_rules
 from .loaders import load_resource_metadata, load_tokens
 from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers
 from .sandbox_options import sandbox_paths
@@ -267,6 +268,7 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             child_mode=server.child,
             start=server.start,
             restart_policy=RestartPolicy(crash_limit=server.restart_limit, crash_window=window),
+            tool_scopes=ToolScopes(tool_rules(server.tool_scopes, f"{where}.tool_scopes")),
         )
     return result
 
@@ -277,5 +279,9 @@ def describe(configs: Mapping[str, ServeConfig]) -> list[str]:
         f"{name}: {' '.join(config.child.argv)} on "
         + ", ".join(str(address) for address in config.listen)
         + f" ({config.child_mode})"
+        + "".join(
+            f"; tools {rule.pattern} need {' '.join(sorted(rule.scopes))}"
+            for rule in config.tool_scopes.rules
+        )
         for name, config in configs.items()
     ]

@@ -7,6 +7,7 @@ The file's shape::
     env = { GITHUB_TOKEN_FILE = "/run/credentials/mcp-bridge@github.service/token" }
     child = "auto"
     sandbox = { network = true }   # bubblewrap; rw = [...], ro = [...] as --sandbox-rw/-ro
+    tool_scopes = { "delete_*" = ["mcp:admin"] }   # OAuth scopes per tool name pattern
 
     [[servers.github.listeners]]
     kind = "unix"
@@ -134,6 +135,7 @@ class ServerEntry:
     restart_window: str | None = None
     limits: LimitsEntry = LimitsEntry()
     sandbox: SandboxEntry | None = None
+    tool_scopes: dict[str, list[str]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -189,6 +191,10 @@ def _lists_are_lists(raw: Any, cls: type, where: str) -> list[str]:
         elif origin is dict and isinstance(value, dict) and attrs.has(args[1]):
             for key, item in value.items():
                 problems += _lists_are_lists(item, args[1], f"{path}.{key}")
+        elif origin is dict and isinstance(value, dict) and typing.get_origin(args[1]) is list:
+            problems += [
+                f"{path}.{key}: expected a list" for key, item in value.items() if type(item) is not list
+            ]
         elif attrs.has(hint):
             problems += _lists_are_lists(value, hint, path)
     return problems

@@ -34,6 +34,7 @@ from .exits import EXIT_CONFIG, EXIT_OK
 from .loaders import load_resource_metadata, load_tokens, resolve_group, resolve_user
 from .mcp_servers import DEFAULT_SOCKET_DIR
 from .sandbox_options import build_sandbox
+from .scope_options import build_tool_scopes
 from .serve_parser import serve_parser
 
 logger = logging.getLogger("bridge")
@@ -134,6 +135,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         child_mode=options.child,
         restart_policy=policy,
         start=options.start,
+        tool_scopes=build_tool_scopes(options.tool_scope),
     )
 
 

@@ -18,6 +18,7 @@ from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
 from .sandbox_options import add_sandbox
+from .scope_options import add_tool_scopes
 
 # A raw string, printed as written (RawDescriptionHelpFormatter): the "\" ending a line is the
 # shell's, and the line after it lines up under the first option.
@@ -65,6 +66,7 @@ def serve_parser() -> argparse.ArgumentParser:
     _add_unix_access(security)
     _add_credentials(security)
     _add_network_access(security)
+    add_tool_scopes(security)
     _add_http(parser.add_argument_group("Streamable HTTP listeners"))
     bounds = parser.add_argument_group("limits and timeouts")
     _add_limits(bounds)

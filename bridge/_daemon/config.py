@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -11,10 +11,15 @@ from channels import Address, ListenOptions, parse_address
 from .._child.process import ChildSpec
 from .._child.supervisor import RestartPolicy
 from .._limits import Limits
+from .._relay.scopes import ToolScopes
 
 
 def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
     return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
+
+
+def _tool_scopes(value: ToolScopes | Mapping[str, Iterable[str]]) -> ToolScopes:
+    return value if isinstance(value, ToolScopes) else ToolScopes(value)
 
 
 @attrs.frozen
@@ -37,6 +42,10 @@ class ServeConfig:
         restart_policy: how the shared child is restarted (backoff, crash-loop limit).
         start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
             before the listeners accept; ``"lazy"``: on the first connection.
+        tool_scopes: the OAuth scopes each tool needs (:class:`ToolScopes`, or a mapping such as
+            ``{"delete_*": ["mcp:admin"]}``), checked in every child mode against the scopes of
+            each caller's access token (``peer.scopes``); a caller without one holds none.
+            ``tool_scopes.scopes_supported`` is what protected-resource metadata may publish.
 
     ``child_mode`` and ``start`` are not validated: pass one of the values listed.
 
@@ -58,3 +67,4 @@ class ServeConfig:
     )
     restart_policy: RestartPolicy = RestartPolicy()
     start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy")))
+    tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, converter=_tool_scopes)

@@ -188,7 +188,9 @@ class Connections:
                     child.hurry()
                 level = logging.DEBUG if client.one_request else logging.INFO
                 logger.log(level, "%s: connected; child pid %d%s", client.peer, child.pid, origin)
-                relay = Relay(client, child, self.config.limits, self.stopping, self.stop_now)
+                relay = Relay(
+                    client, child, self.config.limits, self.stopping, self.stop_now, self.config.tool_scopes
+                )
                 counters.relays.add(relay)
                 try:
                     ending = await relay.run()

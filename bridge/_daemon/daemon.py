@@ -231,7 +231,11 @@ class Daemon:
             if self.mode == "shared":
                 assert self._services is not None
                 shared = SharedChild(
-                    self.config.child, self.config.limits, self._stopping, self.config.restart_policy
+                    self.config.child,
+                    self.config.limits,
+                    self._stopping,
+                    self.config.restart_policy,
+                    self.config.tool_scopes,
                 )
                 await self._services.start(shared.run)
                 self._shared = shared

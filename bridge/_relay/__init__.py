@@ -4,14 +4,15 @@
 child), ``to_client`` (child → client), ``writers`` (one per end), ``ledger`` (requests awaiting a
 reply, and their timeouts), ``ending`` (why a connection ended), ``unread`` (answering what the
 client had sent when it ended), ``idle`` (the idle timeout) and ``strays`` (replies to no request
-in flight, shared mode's too); ``inflight`` tracks which
-requests await a reply; ``wrapped`` is the base of the channel wrappers ``peeked`` (messages read
-ahead), ``tap`` (a JSON Lines record) and ``requests`` (request metrics).
+in flight, shared mode's too); ``scopes`` is the per-tool scopes policy both modes apply;
+``inflight`` tracks which requests await a reply; ``wrapped`` is the base of the channel wrappers
+``peeked`` (messages read ahead), ``tap`` (a JSON Lines record) and ``requests`` (request metrics).
 
 Import rule: ``channels``, ``bridge._errors``, ``bridge._limits`` and ``bridge._child``.
 """
 
 from .ending import Ending
 from .relay import Relay
+from .scopes import ToolRule, ToolScopes
 
-__all__ = ["Ending", "Relay"]
+__all__ = ["Ending", "Relay", "ToolRule", "ToolScopes"]

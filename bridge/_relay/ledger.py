@@ -3,7 +3,8 @@
 Both of the relay's directions write in it: the client → child pump opens requests and cancels
 them, the child → client pump closes them as the replies go out, and :meth:`Ledger.expire_requests`
 answers those that outlive ``request_timeout``. The ledger also remembers the child's own requests
-to the client, so that only the client's answers to them reach the child.
+to the client, so that only the client's answers to them reach the child, and which requests in
+flight are ``tools/list``, whose replies per-tool scopes filter (:mod:`.scopes`).
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ class Ledger:
         in_flight: the client's requests awaiting the child's reply.
         child_requests: ids of the child's requests to the client not answered yet (oldest
             forgotten first, beyond ``max_in_flight``).
+        tool_lists: ``tools/list`` requests in flight whose replies are filtered, id → the token
+            :meth:`InFlight.open` gave it (so that a later request reusing the id is told apart).
     """
 
     max_in_flight: int
     request_timeout: float | None
     in_flight: InFlight = attrs.field(init=False)
     child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
+    tool_lists: dict[Any, int] = attrs.field(init=False, factory=dict)
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
     # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
     # that is also deadline order, so a deque replaces a heap.
@@ -57,14 +61,25 @@ class Ledger:
         self.in_flight = InFlight(self.max_in_flight)
         self._idle.set()
 
-    def opened(self, request_id: Any) -> None:
+    def opened(self, request_id: Any, lists_tools: bool = False) -> None:
         """A client request is forwarded: it is in flight, with a deadline if there is a timeout.
+
+        ``lists_tools``: it is a ``tools/list`` whose reply is to be filtered (:meth:`lists_tools`).
 
         Raises:
             DuplicateRequest: ``request_id`` is already in flight.
             TooManyRequests: ``max_in_flight`` requests are.
         """
         token = self.in_flight.open(request_id)
+        if lists_tools:
+            tool_lists = self.tool_lists
+            tool_lists[request_id] = token
+            if len(tool_lists) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
+                # Those answered by the bridge (timed out, cancelled) are never taken: sweep them.
+                for stale in [
+                    key for key, kept in tool_lists.items() if not self.in_flight.is_open(key, kept)
+                ]:
+                    del tool_lists[stale]
         if self._idle.is_set():
             self._idle = trio.Event()
         if self.request_timeout is not None:
@@ -86,6 +101,14 @@ class Ledger:
         deadlines.clear()
         deadlines.append(first)
         deadlines.extend(kept)
+
+    def lists_tools(self, request_id: Any) -> bool:
+        """Whether the reply about to go out for ``request_id`` answers a ``tools/list`` to filter.
+
+        Asked once per reply to a request in flight: the answer is forgotten.
+        """
+        token = self.tool_lists.pop(request_id, None)
+        return token is not None and self.in_flight.is_open(request_id, token)
 
     def check_idle(self) -> None:
         """Wake :meth:`wait_idle` if no request is in flight any more."""

@@ -40,6 +40,7 @@ from .._limits import Limits
 from .ending import Ending
 from .idle import IdleWatch
 from .ledger import Ledger
+from .scopes import ToolScopes
 from .to_child import ToChild
 from .to_client import ToClient
 from .unread import answer_unread, ending_error, linger
@@ -63,6 +64,8 @@ class Relay:
         stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
             flight get ``limits.drain_timeout`` to finish.
         stop_now: set by the daemon to end at once: requests in flight are answered with an error.
+        tool_scopes: the scopes each tool needs, checked against ``client.peer.scopes``
+            (:mod:`.scopes`): refused calls never reach the child, ``tools/list`` is filtered.
 
     Attributes:
         ending: why the connection ended, once it has (``None`` before).
@@ -73,6 +76,7 @@ class Relay:
     limits: Limits
     stopping: trio.Event = attrs.field(factory=trio.Event)
     stop_now: trio.Event = attrs.field(factory=trio.Event)
+    tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
 
     ending: Ending | None = attrs.field(init=False, default=None)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -108,6 +112,7 @@ class Relay:
             reply=client_writer.reply,
             send_to_child=child_writer.send,
             touch=touch,
+            tool_scopes=self.tool_scopes,
         )
         self._to_client = ToClient(
             self.child,
@@ -118,6 +123,8 @@ class Relay:
             check_idle=ledger.check_idle,
             end=self._end,
             send_to_client=client_writer.send,
+            tool_scopes=self.tool_scopes,
+            lists_tools=ledger.lists_tools,
         )
 
     @property

@@ -1,8 +1,9 @@
 """The client → child direction of a relay: read the client, answer what is bad, forward the rest.
 
 Bad client input is answered (``-32700``/``-32600``) and never reaches the child; requests are
-refused here when the bridge is stopping, when the id is already in flight or when too many are;
-the client's answers reach the child only for requests the child sent (docs/design.md §5).
+refused here when the bridge is stopping, when the id is already in flight or when too many are,
+and a ``tools/call`` the caller's scopes do not allow (:mod:`.scopes`); the client's answers reach
+the child only for requests the child sent (docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response, too_ma
 from .._limits import Limits
 from .ending import CLIENT_DONE, CLIENT_GONE, Ending
 from .inflight import DuplicateRequest, InFlight, TooManyRequests
+from .scopes import ToolScopes
 from .writers import BATCH
 
 logger = logging.getLogger("bridge.relay")
@@ -46,7 +48,8 @@ class ToChild:
         stopping: set when a graceful stop begins: new requests are refused.
         in_flight: the client's requests awaiting a reply (read for cancellations).
         child_requests: the child's requests to the client not answered yet.
-        opened: books a forwarded request (:meth:`Ledger.opened`).
+        opened: books a forwarded request, and whether it is a ``tools/list`` to filter
+            (:meth:`Ledger.opened`).
         check_idle: wakes those waiting for no request in flight, if none is.
         wait_idle: returns once no request is in flight.
         ended: set once the connection has an ending.
@@ -54,6 +57,7 @@ class ToChild:
         reply: sends the client one reply written by the bridge.
         send_to_child: writes to the child; False if its stdin is closed.
         touch: notes traffic from the client (for the idle timeout).
+        tool_scopes: the scopes each tool needs (none by default).
 
     Attributes:
         unread: messages received from the client but not handled yet; what is left of them when
@@ -65,7 +69,7 @@ class ToChild:
     stopping: trio.Event
     _in_flight: InFlight
     _child_requests: dict[Any, None]
-    _opened: Callable[[Any], None]
+    _opened: Callable[[Any, bool], None]
     _check_idle: Callable[[], None]
     _wait_idle: Callable[[], Awaitable[None]]
     _ended: trio.Event
@@ -73,6 +77,7 @@ class ToChild:
     _reply: Callable[[JSONObject], Awaitable[bool]]
     _send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]
     _touch: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
+    _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, kw_only=True)
     unread: deque[JSONObject | ProtocolError] = attrs.field(init=False, factory=deque)
 
     async def run(self) -> None:
@@ -153,8 +158,15 @@ class ToChild:
                     )
                 )
                 return False
+            lists_tools = False
+            if self._tool_scopes:
+                refusal = self._tool_scopes.refuse_call(message, self.client.peer)
+                if refusal is not None:
+                    await self._reply(refusal)
+                    return False
+                lists_tools = message["method"] == "tools/list"
             try:
-                self._opened(request_id)
+                self._opened(request_id, lists_tools)
             except DuplicateRequest:
                 await self._reply(
                     error_response(

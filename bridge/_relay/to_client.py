@@ -2,7 +2,8 @@
 
 Replies reach the client only for requests in flight, each exactly once: a reply is marked
 answered only after it was written. Junk on the child's stdout is logged and dropped; an over-long
-reply is answered with ``-31001`` for its request (docs/design.md §5).
+reply is answered with ``-31001`` for its request (docs/design.md §5). With per-tool scopes, a
+``tools/list`` reply lists only the tools the client may call (:mod:`.scopes`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._errors import REPLY_TOO_LARGE, error_response
 from .._limits import Limits
 from .ending import Ending
 from .inflight import InFlight
+from .scopes import ToolScopes
 from .strays import StrayReplies
 from .writers import BATCH
 
@@ -40,6 +42,8 @@ class ToClient:
         check_idle: wakes those waiting for no request in flight, if none is.
         end: records why the connection ended (the first call wins).
         send_to_client: writes to the client; False if it is gone or was given up on.
+        tool_scopes: the scopes each tool needs (none by default).
+        lists_tools: whether a reply answers a ``tools/list`` to filter (:meth:`Ledger.lists_tools`).
     """
 
     child: ChildProcess
@@ -50,6 +54,8 @@ class ToClient:
     _check_idle: Callable[[], None]
     _end: Callable[[Ending], None]
     _send_to_client: Callable[[list[JSONObject]], Awaitable[bool]]
+    _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, kw_only=True)
+    _lists_tools: Callable[[Any], bool] = attrs.field(default=lambda request_id: False, kw_only=True)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
@@ -75,6 +81,8 @@ class ToClient:
                     if request_id is None:
                         out.append(item)  # an error the child could not attribute
                     elif request_id in self._in_flight and request_id not in answered:
+                        if self._tool_scopes and self._lists_tools(request_id):
+                            item = self._tool_scopes.filter_reply(item, self.client.peer.scopes)
                         out.append(item)
                         answered.append(request_id)
                     elif request_id in answered or not self._in_flight.was_cancelled(request_id):

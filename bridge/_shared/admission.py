@@ -1,7 +1,8 @@
 """Admission to the shared child: what a valid client message becomes there, and for how long.
 
 A request is refused here when the bridge is stopping, when its id is already in flight for that
-client or when the client has too many; a legacy client's ``initialize`` after the first is
+client or when the client has too many, and a ``tools/call`` the client's scopes do not allow
+(:mod:`bridge._relay.scopes`); a legacy client's ``initialize`` after the first is
 answered from the cached handshake; a request that arrives while the child restarts waits up to
 ``CHILD_READY_TIMEOUT`` for it. A request admitted gets a wire id (the router's) and, with a
 request timeout, a deadline: :meth:`Admission.expire_requests` answers it with ``-32001`` when
@@ -22,6 +23,7 @@ from channels import INVALID_REQUEST, JSONObject, Kind, kind
 from .._errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, error_response, too_many_requests
 from .._limits import Limits
 from .._relay.inflight import DuplicateRequest, TooManyRequests
+from .._relay.scopes import ToolScopes
 from .clients import Client
 from .handshake import Handshake
 from .router import ClientKey, Router
@@ -47,6 +49,7 @@ class Admission:
         router: where requests get their wire ids.
         handshake: the legacy handshake the bridge owns.
         deliver: queues a message for a client.
+        tool_scopes: the scopes each tool needs, checked against the client's ``peer.scopes``.
     """
 
     name: str
@@ -55,6 +58,7 @@ class Admission:
     _router: Router
     _handshake: Handshake
     _deliver: Callable[[ClientKey, JSONObject, int], None]
+    _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
     _ready: trio.Event = attrs.field(init=False, factory=trio.Event)
     # (deadline, wire id) of requests at the child, in admission order (one timeout for all, so
     # also deadline order); wire ids are never reused, so a stale entry is simply not found.
@@ -91,6 +95,11 @@ class Admission:
                 256,
             )
             return None
+        if self._tool_scopes:
+            refusal = self._tool_scopes.refuse_call(message, client.channel.peer)
+            if refusal is not None:
+                self._deliver(client.key, refusal, 256)
+                return None
         if message["method"] == "initialize":
             client.legacy = True
             if self._handshake.result is not None or self._handshake.wire_id is not None:

@@ -4,7 +4,8 @@ The supervisor hands each child it starts to :meth:`ChildLink.serve`. Routing is
 this module applies the policies to what the child writes:
 
 * replies go to the client whose request they answer (over-long ones are answered with
-  ``-31001``);
+  ``-31001``); a ``tools/list`` reply is filtered for that client's scopes (per-tool scopes,
+  :mod:`bridge._relay.scopes`: one child's reply may go to clients with different tokens);
 * requests from the child (legacy sampling, roots, elicitation, ping) go to the only client with
   requests in flight; if there is none or more than one, the child gets an error reply
   (``-32601``, ``data.reason`` ``no-client-to-route-to``);
@@ -29,6 +30,7 @@ from channels import JSONObject, Kind, MessageTooLarge, ProtocolError, kind
 from .._child.process import ChildProcess, describe_exit
 from .._errors import CONNECTION_CLOSED, REPLY_TOO_LARGE, error_response
 from .._limits import Limits
+from .._relay.scopes import ToolScopes
 from .._relay.strays import StrayReplies
 from .clients import Client
 from .handshake import REPLAY_ID, Handshake
@@ -54,6 +56,7 @@ class ChildLink:
         child_ready: called once a child serves (after the handshake's replay, if any).
         child_gone: called when it stops serving.
         done: set when every client is gone: the child is served no longer.
+        tool_scopes: the scopes each tool needs (``tools/list`` replies are filtered by them).
     """
 
     name: str
@@ -66,6 +69,7 @@ class ChildLink:
     _child_ready: Callable[[], None]
     _child_gone: Callable[[], None]
     _done: trio.Event
+    _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
     _child: ChildProcess | None = attrs.field(init=False, default=None)
     _child_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     # Refusals of the child's requests that nobody can answer: the child's reader collects them
@@ -190,8 +194,11 @@ class ChildLink:
             handshake = request_id is not None and request_id == self._handshake.wire_id
             if handshake:
                 self._handshake.answered(message)
+            lists_tools = bool(self._tool_scopes) and self._router.lists_tools(request_id)
             routed = self._router.child_response(message)
             if routed is not None:
+                if lists_tools:
+                    routed = self._filtered(*routed)
                 self._deliver(*routed, size)
             elif request_id is not None:
                 where = f"[{self.name}] shared child"
@@ -233,6 +240,12 @@ class ChildLink:
             for client in list(self._clients.values()):
                 if client.legacy:
                     self._deliver(client.key, message, size)
+
+    def _filtered(self, client_key: ClientKey, reply: JSONObject) -> tuple[ClientKey, JSONObject]:
+        """A ``tools/list`` reply as this client may see it (a client gone sees nothing anyway)."""
+        client = self._clients.get(client_key)
+        scopes = client.channel.peer.scopes if client is not None else frozenset()
+        return client_key, self._tool_scopes.filter_reply(reply, scopes)
 
     # -- writing to the child -------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from .._child.supervisor import CrashLoop, RestartPolicy, Supervisor
 from .._errors import CONNECTION_CLOSED, ChildStartError, error_response
 from .._limits import Limits
 from .._relay.idle import IdleWatch
+from .._relay.scopes import ToolScopes
 from .admission import Admission
 from .clients import Client, ClientReader, Clients
 from .handshake import Handshake
@@ -70,12 +71,15 @@ class SharedChild:
         limits: bounds and timeouts.
         stopping: the daemon's graceful-stop event (new requests are refused once it is set).
         policy: the restart policy.
+        tool_scopes: the scopes each tool needs, checked per client against its channel's
+            ``peer.scopes`` (:mod:`bridge._relay.scopes`).
     """
 
     spec: ChildSpec
     limits: Limits
     stopping: trio.Event
     policy: RestartPolicy = attrs.field(factory=RestartPolicy)
+    tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
     supervisor: Supervisor = attrs.field(init=False)
     _router: Router = attrs.field(init=False)
     _clients: Clients = attrs.field(init=False)
@@ -91,7 +95,7 @@ class SharedChild:
         clients = self._clients = Clients(limits, router)
         handshake = Handshake(name, clients.deliver)
         admission = self._admission = Admission(
-            name, limits, self.stopping, router, handshake, clients.deliver
+            name, limits, self.stopping, router, handshake, clients.deliver, self.tool_scopes
         )
         link = self._link = ChildLink(
             name,
@@ -104,6 +108,7 @@ class SharedChild:
             admission.child_ready,
             admission.child_gone,
             self._done,
+            self.tool_scopes,
         )
         self._reader = ClientReader(
             limits, admission.admit, link.send_checked, clients.deliver, clients.drop, clients.fail

@@ -50,6 +50,7 @@ class _Pending:
     client: ClientKey
     request_id: RequestId
     token: Any  # the client's progressToken, or _NO_TOKEN
+    lists_tools: bool  # a tools/list: per-tool scopes filter its reply for its client
 
 
 @attrs.frozen
@@ -156,7 +157,7 @@ class Router:
             if isinstance(meta, dict) and "progressToken" in meta:
                 token = meta["progressToken"]
                 routed["params"] = {**params, "_meta": {**meta, "progressToken": wire}}
-        self._pending[wire] = _Pending(client, request_id, token)
+        self._pending[wire] = _Pending(client, request_id, token, message["method"] == "tools/list")
         ids[request_id] = wire
         return routed
 
@@ -187,6 +188,11 @@ class Router:
         return {**message, "id": entry[1]}
 
     # -- child to client -------------------------------------------------------------------------
+
+    def lists_tools(self, wire: object) -> bool:
+        """Whether the request in flight with this wire id is a ``tools/list``."""
+        pending = self._pending.get(wire) if type(wire) is int else None
+        return pending is not None and pending.lists_tools
 
     def child_response(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
         """Who a reply of the child's belongs to, with the client's id.

@@ -374,7 +374,7 @@ async def test_after_a_restart_legacy_clients_carry_on_because_the_bridge_replay
             await client.send(call(1, "echo", text="crashes the child"))
             assert (await client.receive())["error"]["data"]["reason"] == "child-exited"
             # No new initialize from the client: the new child got the cached one from the bridge.
-            assert await stats(client, 2) == {"initialize": 1, "cancelled": []}
+            assert await stats(client, 2) == {"initialize": 1, "cancelled": [], "calls": {"stats": 1}}
             assert daemon.statistics().children == 1
     assert crash_once.exists()
 
@@ -421,8 +421,10 @@ async def test_in_auto_mode_legacy_clients_get_their_own_child_and_modern_client
             for client in legacy:
                 await client.send(initialize(0, "2025-06-18"))
                 assert "result" in await client.receive()
-                assert await stats(client, 1) == {"initialize": 1, "cancelled": []}  # its own
-            assert await stats(modern[0], 2) == {"initialize": 0, "cancelled": []}  # shared
+                own = {"initialize": 1, "cancelled": [], "calls": {"stats": 1}}
+                assert await stats(client, 1) == own  # its own
+            one_for_all = {"initialize": 0, "cancelled": [], "calls": {"echo": 2, "stats": 1}}
+            assert await stats(modern[0], 2) == one_for_all  # the shared child
             assert daemon.statistics().children == 3  # the shared one and two of their own
 
 
