@@ -91,6 +91,8 @@ class ToClient:
                 continue
             # Deliver first, then mark answered: a write that fails or is cancelled leaves the
             # requests in flight, to be answered by the bridge: never twice, never not at all.
+            # Meanwhile they are being written, which keeps a request timeout from answering them.
+            self._in_flight.writing(answered)
             if not await self._send_to_client(out):
                 return
             for request_id in answered:

@@ -166,3 +166,41 @@ async def test_a_refusal_due_while_a_reply_is_being_written_is_written_after_it(
             await client.aclose()
     assert first["id"] == 0 and len(first["result"]["text"]) == REPLY_BYTES
     assert [(reply["id"], reply["error"]["code"]) for reply in others] == [(1, -31002)]
+
+
+async def test_a_reply_being_written_when_its_request_times_out_is_its_only_reply(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # The clock flows at the real rate, and is jumped past the request timeout while the reply to
+    # request 0 is being written (the client reads nothing yet): the timeout must see that request
+    # 0 is being answered, and neither answer it again nor cancel it at the child; request 1,
+    # which the child never read, gets -32001 once the write is done.
+    mock_clock.rate = 1
+    request_timeout = 3600  # virtual seconds: reached only by the jump
+    # The write to a client that reads nothing must outlast the jump.
+    limits = Limits(request_timeout=request_timeout, send_timeout=2 * request_timeout)
+    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
+    payload = [request(n, "tools/call", {"name": "big"}) for n in range(2)]
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+    channel = WatchedChannel(server)
+    async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
+        relay = Relay(channel, child, limits)
+
+        async def serve() -> None:  # what the daemon does: relay, then close the client
+            await relay.run()
+            await channel.aclose()
+
+        with trio.fail_after(TIMEOUT):
+            nursery.start_soon(serve)
+            await client.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in payload))
+            await channel.big_reply_writing.wait()
+            await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(request_timeout)  # outside fail_after, whose deadline would pass too
+        with trio.fail_after(TIMEOUT):
+            await poll(lambda: len(relay._ledger._deadlines) < len(payload))  # the timeout fired
+            await trio.testing.wait_all_tasks_blocked()
+            reply, *others = await read_first_line_then_to_end(client)
+            await client.aclose()
+    assert reply["id"] == 0 and len(reply["result"]["text"]) == REPLY_BYTES
+    assert [(other["id"], other["error"]["code"]) for other in others] == [(1, -32001)]
