@@ -53,6 +53,11 @@ class ToClient:
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
+    @property
+    def stray_replies(self) -> int:
+        """The child's replies dropped so far because they answered no request in flight."""
+        return self._strays.count
+
     async def run(self) -> None:
         """Pump until the child's stdout ends, the client cannot be written to, or must be ended."""
         channel = self.child.channel
