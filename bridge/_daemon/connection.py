@@ -196,6 +196,7 @@ class Connections:
                     ending = await relay.run()
                 finally:
                     counters.relays.discard(relay)
+                    counters.strays_of_ended += relay.stray_replies
                 logger.log(level, "%s: %s", client.peer, ending.description)
                 # The client sees its end before the child stops.
                 await client.aclose_with(close_reason(ending.reason), ending.description)

@@ -40,6 +40,8 @@ class DaemonStatistics:
             ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
         sessions_evicted: HTTP legacy sessions ended to make room for a new one at the session
             cap (``--max-sessions``), since start.
+        stray_replies: replies from children dropped because they answered no request in flight
+            (a second reply to one request, or an id nobody sent), since start.
     """
 
     connections: int
@@ -55,6 +57,7 @@ class DaemonStatistics:
     bytes_to_clients: int
     connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
     sessions_evicted: int = 0
+    stray_replies: int = 0
 
 
 @attrs.define(eq=False)
@@ -76,6 +79,7 @@ class Counters:
         children: the per-connection children running now.
         garbage_of_stopped_children: junk lines dropped from children already stopped.
         evicted_of_closed: evicted sessions (clients whose ``evicted`` is true) already closed.
+        strays_of_ended: stray replies dropped by relays already ended.
     """
 
     connections: int = 0
@@ -89,6 +93,7 @@ class Counters:
     children: set[ChildProcess] = attrs.field(factory=set)
     garbage_of_stopped_children: int = 0
     evicted_of_closed: int = 0
+    strays_of_ended: int = 0
 
     def snapshot(self, shared: SharedChild | None, pool: ChildPool | None) -> DaemonStatistics:
         """The counters now, with the shared child's and the warm pool's (either may be None)."""
@@ -109,6 +114,9 @@ class Counters:
             bytes_to_clients=self.bytes_of_closed[1] + sum(client.bytes_sent for client in self.clients),
             connections_by_transport=dict(self.by_transport),
             sessions_evicted=self.evicted_of_closed + sum(map(evicted, self.clients)),
+            stray_replies=self.strays_of_ended
+            + sum(relay.stray_replies for relay in self.relays)
+            + (shared.stray_replies if shared is not None else 0),
         )
 
 

@@ -140,6 +140,13 @@ def render(
             [(base, stats.child_garbage_lines)],
         ),
         _family(
+            "stray_replies_total",
+            "counter",
+            "Replies from children dropped because they answered no request in flight "
+            "(a second reply, or an unknown id).",
+            [(base, stats.stray_replies)],
+        ),
+        _family(
             "received_bytes_total",
             "counter",
             "Bytes read from clients, framing included.",

@@ -2,6 +2,13 @@
 
 Ids are kept as the client sent them: ``1`` and ``"1"`` are different requests (``dict`` keys keep
 that distinction, and ``bool`` ids never get this far), so a reply is matched with its exact id.
+
+A request is *open* from :meth:`InFlight.open` until its reply has been written: the child's
+(:meth:`InFlight.writing`, then :meth:`InFlight.close`), or the bridge's error when it timed out
+(:meth:`InFlight.time_out`, then :meth:`InFlight.answered`). Until then it is in flight, and
+answered by the relay if the connection ends (:meth:`InFlight.take_all`). Each step keeps the
+other answer out: a reply being written is not timed out, and the child's reply to a request that
+timed out is dropped as late. Every request gets exactly one reply (docs/design.md §5.1).
 """
 
 from __future__ import annotations
@@ -30,18 +37,25 @@ class InFlight:
         limit: most requests in flight at once.
     """
 
-    __slots__ = ("_cancelled", "_ids", "_opened", "limit")
+    __slots__ = ("_cancelled", "_ids", "_opened", "_timed_out", "_writing", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        # Awaiting the child's reply: id → token.
         self._ids: dict[RequestId, int] = {}
+        # Of those, the ones whose reply from the child is being written.
+        self._writing: set[RequestId] = set()
+        # Timed out: the bridge's error is due, and not written yet.
+        self._timed_out: dict[RequestId, None] = {}
         self._cancelled: OrderedDict[RequestId, None] = OrderedDict()
         self._opened = 0
 
     def __len__(self) -> int:
-        return len(self._ids)
+        """Requests still owed a reply: awaiting the child's, or the bridge's error for a timeout."""
+        return len(self._ids) + len(self._timed_out)
 
     def __contains__(self, request_id: object) -> bool:
+        """Whether the child's reply to ``request_id`` is awaited (and may be forwarded)."""
         return request_id in self._ids
 
     def open(self, request_id: RequestId) -> int:
@@ -53,9 +67,9 @@ class InFlight:
             DuplicateRequest: ``request_id`` is already in flight.
             TooManyRequests: the limit is reached.
         """
-        if request_id in self._ids:
+        if request_id in self._ids or request_id in self._timed_out:
             raise DuplicateRequest(request_id)
-        if len(self._ids) >= self.limit:
+        if len(self) >= self.limit:
             raise TooManyRequests(request_id)
         self._cancelled.pop(request_id, None)
         self._opened += 1
@@ -66,6 +80,18 @@ class InFlight:
         """Whether the request that :meth:`open` gave ``token`` is still in flight."""
         return self._ids.get(request_id) == token
 
+    def is_being_written(self, request_id: RequestId) -> bool:
+        """Whether the child's reply to ``request_id`` is being written to the client."""
+        return request_id in self._writing
+
+    def writing(self, request_ids: list[RequestId]) -> None:
+        """The child's replies to these requests in flight are being written: none may time out.
+
+        Once written, each is closed (:meth:`close`); if the write fails, the connection ends and
+        they are answered with the rest (:meth:`take_all`).
+        """
+        self._writing.update(request_ids)
+
     def close(self, request_id: RequestId) -> bool:
         """A reply arrived; return whether to forward it.
 
@@ -74,6 +100,7 @@ class InFlight:
         """
         if request_id in self._ids:
             del self._ids[request_id]
+            self._writing.discard(request_id)
             return True
         self._cancelled.pop(request_id, None)
         return False
@@ -94,13 +121,33 @@ class InFlight:
         if request_id not in self._ids:
             return False
         del self._ids[request_id]
+        self._writing.discard(request_id)
+        self._remember_cancelled(request_id)
+        return True
+
+    def time_out(self, request_id: RequestId) -> None:
+        """A request in flight, whose reply is not being written, timed out: the bridge answers it.
+
+        The child's reply to it is dropped from now on (as late, :meth:`was_cancelled`); the
+        request stays owed a reply, and counted, until :meth:`answered`.
+        """
+        del self._ids[request_id]
+        self._remember_cancelled(request_id)
+        self._timed_out[request_id] = None
+
+    def answered(self, request_id: RequestId) -> None:
+        """The bridge's error for a request that timed out was written."""
+        self._timed_out.pop(request_id, None)
+
+    def _remember_cancelled(self, request_id: RequestId) -> None:
         self._cancelled[request_id] = None
         if len(self._cancelled) > REMEMBERED_CANCELLATIONS:
             self._cancelled.popitem(last=False)
-        return True
 
     def take_all(self) -> list[RequestId]:
-        """Every id still in flight, oldest first; the set is then empty."""
-        ids = list(self._ids)
+        """Every id still owed a reply, oldest first (those timed out first); the set is then empty."""
+        ids = [*self._timed_out, *self._ids]
+        self._timed_out.clear()
         self._ids.clear()
+        self._writing.clear()
         return ids

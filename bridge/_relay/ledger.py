@@ -39,7 +39,8 @@ class Ledger:
         request_timeout: how long a client request may stay in flight; ``None`` for no limit.
 
     Attributes:
-        in_flight: the client's requests awaiting the child's reply.
+        in_flight: the client's requests awaiting a reply (the child's, or the bridge's error for a
+            timeout).
         child_requests: ids of the child's requests to the client not answered yet (oldest
             forgotten first, beyond ``max_in_flight``).
         tool_lists: ``tools/list`` requests in flight whose replies are filtered, id → the token
@@ -56,9 +57,16 @@ class Ledger:
     # that is also deadline order, so a deque replaces a heap.
     _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False, factory=deque)
     _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # Cancellations of requests that timed out, not written to the child yet: at most
+    # max_in_flight (the requests one connection may have at the child), the oldest dropped
+    # beyond. A child that reads nothing for that long loses a cancellation, which only asks it
+    # to stop early: its late reply is dropped either way.
+    _cancellations: deque[JSONObject] = attrs.field(init=False)
+    _cancellation_added: trio.Event = attrs.field(init=False, factory=trio.Event)
 
     def __attrs_post_init__(self) -> None:
         self.in_flight = InFlight(self.max_in_flight)
+        self._cancellations = deque(maxlen=self.max_in_flight)
         self._idle.set()
 
     def opened(self, request_id: Any, lists_tools: bool = False) -> None:
@@ -134,34 +142,51 @@ class Ledger:
     ) -> None:
         """Answer requests still in flight after ``request_timeout`` with ``-32001``; run it only then.
 
-        They are cancelled at the child (``notifications/cancelled``, as the stdio binding asks)
-        through ``send_to_child``; the child's late reply, if any, is then dropped. The answer
-        goes through ``reply``; ``client`` is named in the log.
+        The answer goes through ``reply``; ``client`` is named in the log. A request whose reply
+        from the child is being written is left to it. One that timed out stays owed its answer
+        until that is written, so that a connection ending meanwhile answers it instead. Each is
+        also cancelled at the child (``notifications/cancelled``, as the stdio binding asks)
+        through ``send_to_child``, by a task of its own: a child that reads nothing holds up
+        neither this answer nor the next timeout. The child's late reply, if any, is dropped.
         """
         timeout = self.request_timeout
-        while True:
-            while not self._deadlines:
-                self._deadline_added = trio.Event()
-                await self._deadline_added.wait()
-            deadline, request_id, token = self._deadlines[0]
-            await trio.sleep_until(deadline)
-            self._deadlines.popleft()
-            if not self.in_flight.is_open(request_id, token):
-                continue
-            self.in_flight.cancel(request_id)
-            self.check_idle()
-            logger.info("%s: request %r timed out after %gs", client.peer, request_id, timeout)
-            await send_to_child(
-                [
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_cancellations, send_to_child)
+            while True:
+                while not self._deadlines:
+                    self._deadline_added = trio.Event()
+                    await self._deadline_added.wait()
+                deadline, request_id, token = self._deadlines[0]
+                await trio.sleep_until(deadline)
+                self._deadlines.popleft()
+                in_flight = self.in_flight
+                if not in_flight.is_open(request_id, token) or in_flight.is_being_written(request_id):
+                    continue
+                in_flight.time_out(request_id)
+                logger.info("%s: request %r timed out after %gs", client.peer, request_id, timeout)
+                self._cancellations.append(
                     {
                         "jsonrpc": "2.0",
                         "method": "notifications/cancelled",
                         "params": {"requestId": request_id, "reason": f"timed out after {timeout:g}s"},
                     }
-                ]
-            )
-            await reply(
-                error_response(
-                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
                 )
-            )
+                self._cancellation_added.set()
+                if await reply(
+                    error_response(
+                        request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                    )
+                ):
+                    in_flight.answered(request_id)
+                    self.check_idle()
+
+    async def _send_cancellations(self, send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]) -> None:
+        """Write the cancellations of requests that timed out to the child, as it reads them."""
+        while True:
+            while not self._cancellations:
+                self._cancellation_added = trio.Event()
+                await self._cancellation_added.wait()
+            cancellations = list(self._cancellations)
+            self._cancellations.clear()
+            if not await send_to_child(cancellations):
+                return  # the child's stdin is closed: the connection is ending

@@ -132,6 +132,11 @@ class Relay:
         """Requests awaiting a reply."""
         return len(self._ledger.in_flight)
 
+    @property
+    def stray_replies(self) -> int:
+        """The child's replies dropped so far because they answered no request in flight."""
+        return self._to_client.stray_replies
+
     async def run(self) -> Ending:
         """Relay until the connection ends; return why. Call it once.
 

@@ -26,13 +26,10 @@ class StrayReplies:
     """Counts the child replies dropped because they answer no request in flight; one per child.
 
     Attributes:
-        total: replies dropped so far in this process that answered nothing the bridge knew
-            (duplicates, unknown ids); late replies to cancelled or already-answered requests are
-            not counted. Class-wide, for the metrics.
-        count: the same, for this child.
+        count: replies dropped so far that answered nothing the bridge knew (duplicates, unknown
+            ids); late replies to cancelled or already-answered requests are not counted. Summed
+            by the daemon over its children (``mcp_bridge_stray_replies_total``).
     """
-
-    total = 0
 
     def __init__(self) -> None:
         self.count = 0
@@ -45,7 +42,6 @@ class StrayReplies:
     def stray(self, where: object, request_id: object) -> None:
         """A reply to no request in flight (a duplicate, or an id nobody sent): drop, count, warn."""
         self.count += 1
-        StrayReplies.total += 1
         allowed, suppressed = self._limiter.admit(trio.current_time())
         if allowed:
             logger.warning(

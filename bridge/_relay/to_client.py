@@ -59,6 +59,11 @@ class ToClient:
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
+    @property
+    def stray_replies(self) -> int:
+        """The child's replies dropped so far because they answered no request in flight."""
+        return self._strays.count
+
     async def run(self) -> None:
         """Pump until the child's stdout ends, the client cannot be written to, or must be ended."""
         channel = self.child.channel
@@ -99,6 +104,8 @@ class ToClient:
                 continue
             # Deliver first, then mark answered: a write that fails or is cancelled leaves the
             # requests in flight, to be answered by the bridge: never twice, never not at all.
+            # Meanwhile they are being written, which keeps a request timeout from answering them.
+            self._in_flight.writing(answered)
             if not await self._send_to_client(out):
                 return
             for request_id in answered:

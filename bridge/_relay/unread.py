@@ -12,10 +12,10 @@ request still pending.
 Then the relay closes lingeringly (:func:`linger`), as web servers do (nginx's
 ``lingering_close``; RFC 9112 §9.6): a socket closed while the client still sends is reset by
 Linux, and the reset destroys the replies the client had not read yet, the errors just written
-among them. The relay shuts its write side instead, so the client reads every reply and then the
-end, and reads and drops what the client still sends until it closes, within :data:`LINGER_TIME`
-and :data:`LINGER_BYTES`. Requests read then cannot be answered (the write side is shut): they
-were written after the end, the window above.
+among them. The relay shuts its write side instead (over TLS with ``close_notify``, reading on),
+so the client reads every reply and then the end, and reads and drops what the client still sends
+until it closes, within :data:`LINGER_TIME` and :data:`LINGER_BYTES`. Requests read then cannot
+be answered (the write side is shut): they were written after the end, the window above.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ async def linger(client: MessageChannel) -> None:
     """Half-close ``client``, then read and drop what it sends until it closes, within bounds.
 
     Ends at the client's end of input, after :data:`LINGER_TIME`, or once :data:`LINGER_BYTES`
-    were read; returns at once if the channel cannot half-close (WebSocket and TLS, whose closing
-    handshakes tell the client instead) or is already broken. Does not close ``client`` (its owner
+    were read; returns at once if the channel cannot half-close (WebSocket, whose closing
+    handshake tells the client instead) or is already broken. Does not close ``client`` (its owner
     does); nothing may be sent on it afterwards.
     """
     try:

@@ -75,15 +75,20 @@ class ClientWriter:
                 return False
             if self._held:
                 await trio.sleep_forever()
-            self._broken = True  # until the write has completed
             self._writing = True
+            completed = False
             try:
                 await self.client.send_many(messages)
+                completed = True
             finally:
+                # A write that failed or was cut half-way breaks the connection. Set only then, not
+                # for the length of every write: a write asked for meanwhile waits for the lock,
+                # and must not take the one in progress for a broken connection (and drop its
+                # messages, a refusal or a timeout's error among them).
+                self._broken = not completed
                 self._writing = False
                 if self._write_ended is not None:
                     self._write_ended.set()
-            self._broken = False
             self.touch()
             return True
         except SendTimeout:

@@ -82,6 +82,11 @@ class ChildLink:
         """The child serving now, if any."""
         return self._child
 
+    @property
+    def stray_replies(self) -> int:
+        """The children's replies dropped so far because they answered no request in flight."""
+        return self._strays.count
+
     async def serve(self, child: ChildProcess) -> None:
         """Serve one child the supervisor started, until its output ends or ``done`` is set."""
         self._child = child

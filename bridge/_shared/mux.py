@@ -127,6 +127,11 @@ class SharedChild:
     def child(self) -> ChildProcess | None:
         return self._link.child
 
+    @property
+    def stray_replies(self) -> int:
+        """Replies of the shared child (every one since start) that answered no request in flight."""
+        return self._link.stray_replies
+
     def _state_changed(self, state: Any, attempt: int) -> None:
         logger.info(
             "[%s] shared child %s%s", self.spec.name, state.value, f" (attempt {attempt})" if attempt else ""

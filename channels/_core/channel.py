@@ -202,7 +202,8 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
 
         Raises:
             NotImplementedError: the channel cannot half-close (the base implementation, WebSocket,
-                streams that are not ``trio.abc.HalfCloseableStream``).
+                streams that are not ``trio.abc.HalfCloseableStream`` except a TLS listener's,
+                which says ``close_notify`` and goes on reading).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot half-close")
 

@@ -282,11 +282,16 @@ class StreamChannel(MessageChannel):
     async def send_eof(self) -> None:
         """Half-close: the peer sees ``EndOfChannel``; receiving goes on.
 
+        Over a TLS listener's stream (:class:`~channels._core.tlsstream.TlsSocketStream`) that is
+        TLS's goodbye, ``close_notify``, after which the peer may still send.
+
         Raises:
-            NotImplementedError: the stream is not a ``trio.abc.HalfCloseableStream`` (TLS).
+            NotImplementedError: the stream cannot half-close (neither a
+                ``trio.abc.HalfCloseableStream`` nor a TLS listener's stream: a TLS client's
+                ``trio.SSLStream``).
             trio.ClosedResourceError, trio.BrokenResourceError: as the stream's ``send_eof``.
         """
-        if not isinstance(self._stream, trio.abc.HalfCloseableStream):
+        if not isinstance(self._stream, trio.abc.HalfCloseableStream | TlsSocketStream):
             raise NotImplementedError(f"{type(self._stream).__name__} cannot half-close")
         await self._stream.send_eof()
 

@@ -8,8 +8,9 @@ benchmark's round trip this halves what TLS adds to plain TCP.
 
 :class:`TlsSocketStream` is the server side of ``tls:``, ``wss://`` and ``https://`` listeners. It
 offers what the listeners use of ``trio.SSLStream`` (``do_handshake``, ``getpeercert``, the
-stream methods) and one more method, :meth:`TlsSocketStream.send_nowait`, for
-:class:`~channels.StreamChannel`'s synchronous write. Clients keep ``trio.SSLStream``.
+stream methods) and two more methods: :meth:`TlsSocketStream.send_nowait`, for
+:class:`~channels.StreamChannel`'s synchronous write, and :meth:`TlsSocketStream.send_eof`, TLS's
+half-close, for a lingering close. Clients keep ``trio.SSLStream``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class TlsSocketStream(trio.abc.Stream):
             raise
         self._handshaken = False
         self._write_broken = False
+        self._eof_sent = False
         self._receiving = False
         self._sending = False
         self._closed = False
@@ -99,6 +101,8 @@ class TlsSocketStream(trio.abc.Stream):
 
     def _check_writable(self) -> None:
         self._check_open()
+        if self._eof_sent:
+            raise trio.ClosedResourceError("the write side was shut (send_eof)")
         if self._write_broken:
             raise trio.BrokenResourceError("an earlier write was cancelled or failed part-way")
 
@@ -158,9 +162,17 @@ class TlsSocketStream(trio.abc.Stream):
             if not self._handshaken:
                 await self.do_handshake()
             self._check_open()
-            return await self._until_done(partial(self._ssl.recv, max_bytes or RECEIVE_SIZE))
+            return await self._until_done(partial(self._recv, max_bytes or RECEIVE_SIZE))
         finally:
             self._receiving = False
+
+    def _recv(self, max_bytes: int) -> bytes:
+        try:
+            return self._ssl.recv(max_bytes)
+        except ssl.SSLZeroReturnError:
+            # The peer's close_notify after ours (send_eof): the end of its stream. (The ssl
+            # module returns b"" for it only while our side has not said goodbye.)
+            return b""
 
     def send_nowait(self, data: bytes | memoryview) -> int:
         """Encrypt and write ``data`` whole if the socket takes it now; return ``len(data)`` or 0.
@@ -212,6 +224,46 @@ class TlsSocketStream(trio.abc.Stream):
             raise
         finally:
             self._sending = False
+
+    async def send_eof(self) -> None:
+        """Say goodbye (``close_notify``) and shut the write side; reading goes on.
+
+        TLS's half-close: the peer reads everything written before, then its end of stream, and
+        may go on sending, which :meth:`receive_some` still reads until the peer's own
+        ``close_notify`` (RFC 8446 §6.1 allows it; a TLS 1.2 peer answers with its goodbye). Does
+        not wait for the peer's. Nothing may be written afterwards (``trio.ClosedResourceError``).
+
+        Raises:
+            trio.BrokenResourceError: the connection failed.
+            trio.ClosedResourceError: the stream was closed, or the write side already shut.
+            trio.BusyResourceError: another task is writing.
+        """
+        if self._sending:
+            raise trio.BusyResourceError("another task is already writing this stream")
+        self._sending = True
+        try:
+            if not self._handshaken:
+                await self.do_handshake()
+            self._check_writable()
+            await self._until_done(self._send_close_notify)
+            self._eof_sent = True
+        except BaseException:
+            self._write_broken = True  # cancelled or failed: part of the alert may be in OpenSSL
+            raise
+        finally:
+            self._sending = False
+
+    def _send_close_notify(self) -> None:
+        """One step of sending ``close_notify``; the SSL errors of ``_until_done`` mean the same.
+
+        ``unwrap`` (OpenSSL's ``SSL_shutdown``) sends the alert, then looks for the peer's: "wants
+        to read" means that the alert is out, and the peer's has not come (the usual case; it is
+        read by :meth:`receive_some`). Returning means both are done.
+        """
+        try:
+            self._ssl.unwrap()
+        except ssl.SSLWantReadError:
+            pass
 
     async def wait_send_all_might_not_block(self) -> None:
         """Wait until the socket can take more."""

@@ -1,4 +1,4 @@
-"""A write to the client in progress when a per-connection child exits is finished, then the rest answered.
+"""A write to the client in progress is finished: when the child exits, and before any other write.
 
 Real child process and a real TCP socket on loopback, with small socket buffers. The child answers
 the first request with a reply far larger than the buffers between the bridge and the client, then
@@ -7,6 +7,9 @@ the connection, so the relay is provably in the middle of writing that reply whe
 Cutting that write would leave part of a line on the wire, after which nothing may be written:
 the requests in flight would go unanswered and the client would see a clean end. The relay must
 let the write finish (within the send timeout), then answer every request still in flight.
+
+The same child and socket show that what the bridge has to write meanwhile (a refusal, a timeout's
+error) waits for the write in progress, and is neither dropped nor doubled with the child's reply.
 """
 
 from __future__ import annotations
@@ -121,3 +124,83 @@ async def test_a_reply_being_written_when_the_child_dies_is_finished_and_every_r
     assert len(first["result"]["text"]) == REPLY_BYTES
     for reply in others:
         assert reply["error"]["data"]["reason"] == "child-exited"
+
+
+async def read_first_line_then_to_end(stream: trio.SocketStream) -> list[dict[str, Any]]:
+    """Every line until the end of the stream; once the first is whole, let the relay write what
+    it has to, then send EOF."""
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = await stream.receive_some(READ_SIZE)
+        assert chunk, "the connection ended before a whole line"
+        data += chunk
+    await trio.testing.wait_all_tasks_blocked()  # whatever the relay writes next is written
+    await stream.send_eof()
+    while chunk := await stream.receive_some(READ_SIZE):
+        data += chunk
+    assert data.endswith(b"\n"), "the connection ended in the middle of a line"
+    return [json.loads(line) for line in bytes(data).splitlines()]
+
+
+async def test_a_refusal_due_while_a_reply_is_being_written_is_written_after_it() -> None:
+    # The child's reply to request 0 is being written (the client reads nothing yet) when request
+    # 1 comes, over the in-flight limit: its refusal must wait for the write, not be dropped.
+    limits = Limits(max_in_flight=1)
+    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+        channel = WatchedChannel(server)
+        async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
+            relay = Relay(channel, child, limits)
+
+            async def serve() -> None:  # what the daemon does: relay, then close the client
+                await relay.run()
+                await channel.aclose()
+
+            nursery.start_soon(serve)
+            await client.send_all(json.dumps(request(0, "tools/call", {"name": "big"})).encode() + b"\n")
+            await channel.big_reply_writing.wait()
+            await client.send_all(json.dumps(request(1, "tools/call", {"name": "more"})).encode() + b"\n")
+            await trio.testing.wait_all_tasks_blocked()  # the relay has read request 1 and refused it
+            first, *others = await read_first_line_then_to_end(client)
+            await client.aclose()
+    assert first["id"] == 0 and len(first["result"]["text"]) == REPLY_BYTES
+    assert [(reply["id"], reply["error"]["code"]) for reply in others] == [(1, -31002)]
+
+
+async def test_a_reply_being_written_when_its_request_times_out_is_its_only_reply(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    # The clock flows at the real rate, and is jumped past the request timeout while the reply to
+    # request 0 is being written (the client reads nothing yet): the timeout must see that request
+    # 0 is being answered, and neither answer it again nor cancel it at the child; request 1,
+    # which the child never read, gets -32001 once the write is done.
+    mock_clock.rate = 1
+    request_timeout = 3600  # virtual seconds: reached only by the jump
+    # The write to a client that reads nothing must outlast the jump.
+    limits = Limits(request_timeout=request_timeout, send_timeout=2 * request_timeout)
+    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
+    payload = [request(n, "tools/call", {"name": "big"}) for n in range(2)]
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+    channel = WatchedChannel(server)
+    async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
+        relay = Relay(channel, child, limits)
+
+        async def serve() -> None:  # what the daemon does: relay, then close the client
+            await relay.run()
+            await channel.aclose()
+
+        with trio.fail_after(TIMEOUT):
+            nursery.start_soon(serve)
+            await client.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in payload))
+            await channel.big_reply_writing.wait()
+            await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(request_timeout)  # outside fail_after, whose deadline would pass too
+        with trio.fail_after(TIMEOUT):
+            await poll(lambda: len(relay._ledger._deadlines) < len(payload))  # the timeout fired
+            await trio.testing.wait_all_tasks_blocked()
+            reply, *others = await read_first_line_then_to_end(client)
+            await client.aclose()
+    assert reply["id"] == 0 and len(reply["result"]["text"]) == REPLY_BYTES
+    assert [(other["id"], other["error"]["code"]) for other in others] == [(1, -32001)]

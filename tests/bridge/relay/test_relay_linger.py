@@ -1,4 +1,4 @@
-"""After a per-connection child dies, the bridge half-closes a TCP client and lingers before closing.
+"""After a per-connection child dies, the bridge half-closes a client and lingers before closing.
 
 Real child processes and real TCP sockets on loopback. The client pipelines requests to a child
 that reads nothing, the child is killed with SIGKILL, and the client goes on writing requests
@@ -6,7 +6,8 @@ while it reads its replies slowly, as a busy MCP client does. Closing the socket
 client still sends makes Linux answer its bytes with a reset, which destroys the replies the
 bridge had not delivered yet and shows the client ``ECONNRESET`` instead of the end: the bridge
 must shut its write side first (the client reads every reply, then the end) and drop what the
-client still sends until the client closes.
+client still sends until the client closes. Over TLS, shutting the write side is TLS's goodbye
+(``close_notify``), after which the bridge reads on in the same way.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from conftest import poll, request, running_bridge
+from conftest import TlsFiles, poll, request, running_bridge
 
 TIMEOUT = 20
 
@@ -56,7 +59,7 @@ def line(request_id: int) -> bytes:
 
 
 async def open_slow_reader(address: str) -> trio.SocketStream:
-    host, _, port = address.removeprefix("tcp:").rpartition(":")
+    host, _, port = address.partition(":")[2].rpartition(":")  # tcp:HOST:PORT or tls:HOST:PORT
     sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
     await sock.connect((host, int(port)))
@@ -66,7 +69,7 @@ async def open_slow_reader(address: str) -> trio.SocketStream:
 class Client:
     """Writes requests by increasing id and splits what it reads into replies."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.written = 0
         self.replies: list[dict[str, Any]] = []
@@ -86,33 +89,67 @@ class Client:
         return bool(data)
 
 
-async def test_a_client_still_writing_when_its_child_dies_gets_every_reply_then_an_orderly_end(
-    sock_dir: Path,
-) -> None:
-    pid_file = sock_dir / "child.pid"
+async def serve_a_client_still_writing(
+    pid_file: Path, listen: str, open_stream: Callable[[str], Awaitable[trio.abc.Stream]], **options: Any
+) -> list[dict[str, Any]]:
+    """Kill the child under a client that goes on writing while it reads slowly; its replies.
+
+    A reset makes a read or a write raise BrokenResourceError, failing the test.
+    """
     with trio.fail_after(TIMEOUT):
         async with running_bridge(
-            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), ["tcp:127.0.0.1:0"]
+            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), [listen], **options
         ) as daemon:
-            client = Client(await open_slow_reader(daemon.addresses[0]))
+            client = Client(await open_stream(daemon.addresses[0]))
             await poll(pid_file.exists)
             await client.write(FIRST)
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
             while not client.replies:
                 assert await client.read(), "the connection ended before any reply"
             await client.write(SECOND)
-            # A reset makes a read or a write raise BrokenResourceError, failing the test.
             while await client.read():
                 if len(client.replies) >= FIRST:
                     await client.write(PER_READ)
                 await trio.sleep(READ_PAUSE)
             await client.stream.aclose()
-    counts = Counter(reply["id"] for reply in client.replies)
+    return client.replies
+
+
+def assert_every_reply_once_up_to_the_end(replies: list[dict[str, Any]]) -> None:
+    counts = Counter(reply["id"] for reply in replies)
     assert set(counts.values()) == {1}, "a request was answered twice"
     answered = len(counts)
     assert answered >= FIRST + SECOND
     # Every request up to the last answered one was answered: only those written after the
-    # bridge's end (its FIN) may go without a reply.
+    # bridge's end (its FIN, or TLS's close_notify) may go without a reply.
     assert sorted(counts) == list(range(answered))
-    for reply in client.replies:
+    for reply in replies:
         assert reply["error"]["data"]["reason"] == "child-exited"
+
+
+async def test_a_client_still_writing_when_its_child_dies_gets_every_reply_then_an_orderly_end(
+    sock_dir: Path,
+) -> None:
+    replies = await serve_a_client_still_writing(sock_dir / "child.pid", "tcp:127.0.0.1:0", open_slow_reader)
+    assert_every_reply_once_up_to_the_end(replies)
+
+
+async def test_a_tls_client_still_writing_when_its_child_dies_gets_every_reply_then_close_notify(
+    sock_dir: Path, tls_files: TlsFiles
+) -> None:
+    context = ssl.create_default_context(cafile=tls_files.ca)
+
+    async def open_slow_tls_reader(address: str) -> trio.SSLStream[trio.SocketStream]:
+        stream = trio.SSLStream(await open_slow_reader(address), context, server_hostname="127.0.0.1")
+        await stream.do_handshake()
+        return stream
+
+    # Without https_compatible, a TLS client's read raises BrokenResourceError at an end that
+    # comes without close_notify: only TLS's own goodbye counts as an orderly end.
+    replies = await serve_a_client_still_writing(
+        sock_dir / "child.pid",
+        "tls:127.0.0.1:0",
+        open_slow_tls_reader,
+        listen_options=tls_files.listen_options(),
+    )
+    assert_every_reply_once_up_to_the_end(replies)

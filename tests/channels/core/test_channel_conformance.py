@@ -106,7 +106,8 @@ async def test_a_tls_channel_keeps_the_channel_contract(tls_files: TlsFiles) -> 
         async with pair_maker(
             "tls:127.0.0.1:0", tls_files.listen_options(), tls_files.connect_options()
         ) as make_pair:
-            # TLS has no half-close (close_notify ends both directions).
+            # A TLS client (trio.SSLStream) cannot half-close; the listener's side can (its
+            # close_notify, after which it still reads), checked in test_tlsstream.py.
             await check_message_channel(make_pair, make_clogged_pair=make_pair)
 
 

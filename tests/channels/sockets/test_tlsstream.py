@@ -146,3 +146,24 @@ async def test_a_large_write_the_socket_cannot_take_at_once_arrives_whole(tls_fi
                 if sent == 0:  # OpenSSL holds part of it: the same bytes again, as the docs say
                     await server.send_all(payload)
     assert bytes(received) == payload
+
+
+async def test_after_send_eof_the_peer_reads_the_end_and_what_it_sends_is_still_read_until_its_goodbye(
+    tls_files: TlsFiles,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with tls_pair(tls_files) as (server, client):
+            await server.send_all(b"last words")
+            await server.send_eof()
+            with pytest.raises(trio.ClosedResourceError):
+                await server.send_all(b"more")
+            received = b""
+            while chunk := await client.receive_some():
+                received += chunk
+            assert received == b"last words"  # then the end: close_notify, not a broken stream
+            await client.send_all(b"still sending")
+            await client.aclose()  # with its own close_notify
+            received = b""
+            while chunk := await server.receive_some():
+                received += chunk
+            assert received == b"still sending"
