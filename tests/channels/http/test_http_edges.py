@@ -2,7 +2,8 @@
 
 A real daemon in this process serves the bundled example server over ``http://127.0.0.1:0/mcp``;
 the client is :mod:`rawhttp` or a bare TCP stream, so that each status and body is checked as
-sent. The SDKs' clients against the same edges are in ``tests/e2e/test_http_edges_sdk.py``.
+sent. The SDKs' clients against the same edges are in ``tests/e2e/test_http_edges_sdk.py`` (over-limit
+bodies) and ``test_http_sdk_edges.py`` (dropped streams, ids in refusals, kept streams).
 """
 
 from __future__ import annotations
