@@ -143,3 +143,26 @@ async def send_all_within(stream: trio.abc.SendStream, data: memoryview, timeout
     with trio.move_on_after(timeout) as waited:
         await stream.send_all(data)
     return waited.cancelled_caught
+
+
+# The piece :func:`send_all_progressing` gives its own deadline: what a socket buffer takes at once
+# on a fresh connection, so each piece is a step a reading client completes often.
+PROGRESS_PIECE = 65536
+
+
+async def send_all_progressing(
+    stream: trio.abc.SendStream, data: memoryview, timeout: float, on_progress: Callable[[], object]
+) -> bool:
+    """``stream.send_all(data)`` in pieces, each given at most ``timeout`` seconds.
+
+    The deadline is on time without progress, not on the whole write: a client that reads a
+    large write slowly but steadily is not cut off. ``on_progress()`` is called after each piece.
+
+    Returns True if a piece's time ran out: then part of ``data`` may be on the wire, and the
+    caller must write nothing more to ``stream``.
+    """
+    for start in range(0, len(data), PROGRESS_PIECE):
+        if await send_all_within(stream, data[start : start + PROGRESS_PIECE], timeout):
+            return True
+        on_progress()
+    return False

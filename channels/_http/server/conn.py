@@ -7,9 +7,9 @@ server-sent events (close-delimited for an HTTP/1.0 client).
 
 What a parser leaves to its user and is a matter of time is done here: bounded reads (a request
 head must arrive within ``head_timeout`` of its first byte, a body within ``body_timeout``),
-``Expect: 100-continue``, keep-alive with an idle timeout, bounded writes (a client that does not
-read its response is cut off after ``send_timeout``), and noticing that the client went away
-while its response is pending.
+``Expect: 100-continue``, keep-alive with an idle timeout, bounded writes (a client that reads
+nothing of its response for ``send_timeout`` is cut off, one that reads it slowly is not), and
+noticing that the client went away while its response is pending.
 
 A body over the limit is read to its end and thrown away, within ``discard_time`` and with no
 pause over ``discard_idle``, then answered 413 on a connection that stays usable; a refusal sent
@@ -25,12 +25,13 @@ two never read at once. A client that pipelines its next request meanwhile loses
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 
 import attrs
 import trio
 
-from ..._core.fdio import RECEIVE_SIZE, send_all_within, send_fd_getter, write_now
+from ..._core.fdio import RECEIVE_SIZE, send_all_progressing, send_fd_getter, write_now
 from .request import (
     DISCARD_BYTES,
     MAX_HEAD_BYTES,
@@ -115,6 +116,7 @@ class HttpConnection:
         self._responding = False  # a request was handed out and its response is not complete
         self._streaming = False
         self._head_request = False  # a response to HEAD has no body
+        self.on_progress: Callable[[], object] = lambda: None  # the client took part of a write
         self.phase = "idle"
         self.read_deadline = float("inf")
         self.read_scope: trio.CancelScope | None = None
@@ -316,7 +318,10 @@ class HttpConnection:
                 self.bytes_sent += sent
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return
-            timed_out = await send_all_within(self.stream, memoryview(data)[sent:], self.limits.send_timeout)
+            if sent:
+                self.on_progress()
+            rest, timeout = memoryview(data)[sent:], self.limits.send_timeout
+            timed_out = await send_all_progressing(self.stream, rest, timeout, self.on_progress)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._broken = True
             raise trio.BrokenResourceError("the client went away") from exc

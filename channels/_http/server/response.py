@@ -99,10 +99,14 @@ async def write_response(
     """
     with trio.CancelScope() as writer:
         stream.attach(writer)
+        unprogressed = connection.on_progress
+        if stream.backlog is not None:  # part of a message written is progress for its backlog
+            connection.on_progress = stream.backlog.progressed
         try:
             return await _write(connection, stream, style, first_events)
         finally:
             stream.detach()
+            connection.on_progress = unprogressed
     # Taken over by a resumption (the client gave up on this response): what was not written
     # stays in the stream, kept for that resumption; the connection, cut mid-response, closes.
     stream.abandon()

@@ -110,13 +110,19 @@ class Backlog:
         self.unwritten = max(0, self.unwritten - size)
         self._room.set()
 
+    def progressed(self) -> None:
+        """The client took part of a response: progress, though no message is written whole yet."""
+        self._room.set()
+
     async def make_room(self, timeout: float | None) -> None:
         """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
 
         ``timeout`` bounds the time without progress, not the whole wait: a client reading its
         responses steadily (many of them, each at its own pace) may keep the backlog over the
         limit for long, and is not too slow for it; one that reads nothing at all for
-        ``timeout`` seconds is.
+        ``timeout`` seconds is. Progress is any byte the client takes (:meth:`progressed`), not
+        only a whole message (:meth:`remove`): many large responses read at once may each take
+        longer than ``timeout``.
 
         Raises:
             SendTimeout: the client read nothing for ``timeout`` seconds.

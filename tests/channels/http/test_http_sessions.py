@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import gc
+import json
+import socket
 import sys
 import weakref
 from functools import partial
@@ -24,8 +26,10 @@ import trio.testing
 from mcp.shared.exceptions import MCPError
 from sdkhttp import http_client, texts
 
-from bridge import Daemon
+from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, SendTimeout
+from channels._http.server import service
+from channels._http.server import stream as stream_module
 from channels._http.server.session import KEPT_STREAMS, SessionChannel
 from channels._http.server.stream import BACKLOG_LIMIT, Backlog
 
@@ -69,6 +73,56 @@ async def test_a_client_that_reads_nothing_for_the_send_timeout_is_too_slow(
     backlog.remove(CHUNK)  # read a little, then nothing more
     with pytest.raises(SendTimeout, match="read nothing for 30s"):
         await backlog.make_room(30.0)
+
+
+# Large responses read at once, each slowly but steadily (issue 15: a busy session through a client
+# pool): none is written whole within the send timeout, yet every one moves all the time. The
+# backlog limit and the send timeouts are lowered so that a few MiB show it within seconds (two
+# replies in flight fill it); the client's small receive buffer keeps most of each reply in the
+# bridge rather than in the kernel, as a fresh connection's does.
+SLOW_LIMIT = 1024 * 1024
+SLOW_RESPONSES = 6
+SLOW_REPLY = 1024 * 1024
+SLOW_TIMEOUT = 1.0  # seconds; each response takes two or three to read
+SLOW_READ = 16 * 1024  # bytes read from each response at a time ...
+SLOW_PAUSE = 0.04  # ... then this pause: about 400 KB/s per response
+
+
+async def test_a_session_whose_client_reads_many_large_responses_slowly_but_steadily_is_not_too_slow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_module, "BACKLOG_LIMIT", SLOW_LIMIT)
+    monkeypatch.setattr(service, "SEND_TIMEOUT", SLOW_TIMEOUT)
+    limits = Limits(send_timeout=SLOW_TIMEOUT)
+    transport = httpx.AsyncHTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)])
+    pool = httpx.Limits(max_connections=SLOW_RESPONSES, max_keepalive_connections=0)
+    replies: list[dict[str, Any]] = []
+    with trio.fail_after(TIMEOUT):
+        async with (
+            running_bridge(EXAMPLE, ["http://127.0.0.1:0/mcp"], limits=limits) as daemon,
+            httpx.AsyncClient(timeout=TIMEOUT, transport=transport, limits=pool) as client,
+        ):
+            url = daemon.addresses[0]
+            headers = await _initialize(client, url)
+
+            async def read_slowly(request_id: int) -> None:
+                params = {"name": "blob", "arguments": {"size": SLOW_REPLY}}
+                message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+                async with client.stream("POST", url, headers=headers, json=message) as response:
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes(SLOW_READ):
+                        body += chunk
+                        await trio.sleep(SLOW_PAUSE)  # the client's pace, not a synchronisation
+                data = bytes(body) if body[:1] == b"{" else body.rpartition(b"data: ")[2]
+                replies.append(json.loads(data))
+
+            async with trio.open_nursery() as nursery:
+                for request_id in range(1, SLOW_RESPONSES + 1):
+                    nursery.start_soon(read_slowly, request_id)
+    errors = [reply["error"] for reply in replies if "error" in reply]
+    assert not errors, errors  # -32000 session-ended (client-too-slow) before the fix
+    assert all(len(reply["result"]["content"][0]["text"]) == SLOW_REPLY for reply in replies)
+    assert len(replies) == SLOW_RESPONSES
 
 
 # -- what a session keeps ------------------------------------------------------------------------
