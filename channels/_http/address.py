@@ -181,7 +181,7 @@ class _HttpAddress(Address):
         """
         endpoint = self.endpoint
         tls = ServerTls.load(self, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
-        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
+        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         service = _service(endpoint, loopback, options)
         return [
             HttpListener(listener, service, tls, keepalive=options.tcp_keepalive)
@@ -255,7 +255,7 @@ class HttpFdAddress(Address):
                 host, port = first[0], first[1]
                 loopback = all(
                     [
-                        await check_exposure(self, sock.getsockname()[0], options, encrypted=False)
+                        await check_exposure(self, sock.getsockname()[0], options, encrypted=False, web=True)
                         for sock in sockets
                     ]
                 )

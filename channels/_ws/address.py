@@ -84,7 +84,7 @@ class _WebSocketAddress(Address):
         """
         endpoint = self.endpoint
         tls = ServerTls.load(self, options) if endpoint.secure else None
-        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
+        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         guard = RequestGuard.create(
             loopback=loopback,
             bind_host=endpoint.host,
