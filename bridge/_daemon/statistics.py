@@ -7,11 +7,11 @@ snapshot of it, adding what the shared child and the warm pool report.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
-from channels import MessageChannel
+from channels import MessageChannel, MessageListener
 
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess
@@ -40,6 +40,8 @@ class DaemonStatistics:
             ``"tcp"``, ``"tls"``, ``"ws"``...), refused ones and failed handshakes included.
         sessions_evicted: HTTP legacy sessions ended to make room for a new one at the session
             cap (``--max-sessions``), since start.
+        oauth_tokens: OAuth access tokens checked since start, by ``(listener, outcome)``: every
+            outcome of each listener with OAuth, zeros included (docs/security.md, "OAuth").
     """
 
     connections: int
@@ -55,6 +57,7 @@ class DaemonStatistics:
     bytes_to_clients: int
     connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
     sessions_evicted: int = 0
+    oauth_tokens: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -90,8 +93,13 @@ class Counters:
     garbage_of_stopped_children: int = 0
     evicted_of_closed: int = 0
 
-    def snapshot(self, shared: SharedChild | None, pool: ChildPool | None) -> DaemonStatistics:
-        """The counters now, with the shared child's and the warm pool's (either may be None)."""
+    def snapshot(
+        self, shared: SharedChild | None, pool: ChildPool | None, listeners: Sequence[MessageListener] = ()
+    ) -> DaemonStatistics:
+        """The counters now, with the shared child's and the warm pool's (either may be None).
+
+        Also the OAuth outcome counts of ``listeners`` (the daemon's, while it listens).
+        """
         return DaemonStatistics(
             connections=self.connections,
             connections_total=self.connections_total,
@@ -109,7 +117,26 @@ class Counters:
             bytes_to_clients=self.bytes_of_closed[1] + sum(client.bytes_sent for client in self.clients),
             connections_by_transport=dict(self.by_transport),
             sessions_evicted=self.evicted_of_closed + sum(map(evicted, self.clients)),
+            oauth_tokens=oauth_tokens(listeners),
         )
+
+
+def oauth_tokens(listeners: Sequence[MessageListener]) -> dict[tuple[str, str], int]:
+    """The OAuth outcome counts of ``listeners``, by ``(listener address, outcome)``.
+
+    The sockets of one HTTP address share one verifier: its counts are listed once, under the
+    first one's address.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    seen: set[int] = set()
+    for listener in listeners:
+        outcomes = listener.oauth_outcomes
+        if outcomes is None or id(outcomes) in seen:
+            continue
+        seen.add(id(outcomes))
+        for outcome, count in outcomes.items():
+            counts[listener.address, outcome] = count
+    return counts
 
 
 def evicted(client: MessageChannel) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NoReturn, Self, final
 
@@ -134,6 +134,11 @@ class HttpListener(MessageListener):
                     raise
                 logger.error("%s: accept failed (%s); retrying in %gs", self._address, exc, ACCEPT_RETRY)
                 await trio.sleep(ACCEPT_RETRY)
+
+    @property
+    def oauth_outcomes(self) -> Mapping[str, int] | None:
+        oauth = self._service.oauth
+        return oauth.verifier.outcomes if oauth is not None else None
 
     async def aclose(self) -> None:
         await self._listener.aclose()
