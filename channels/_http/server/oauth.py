@@ -115,6 +115,7 @@ class HttpOAuth:
             refusal.message,
             headers=[*refusal.response_headers(), *cors],
             body=refusal.body(),
+            logged=True,
         )
 
     async def finish(self, peer: PeerInfo, request: Request) -> Principal | HttpRefusal:

@@ -102,6 +102,7 @@ class BadRequest(Exception):
     It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
     text) and the connection is closed, its body unread; unless ``keep_alive``: an over-limit
     body that was read to its end, after which the connection may serve the next request.
+    ``logged``: the head check already logged why (a refused credential), so it is not again.
     """
 
     def __init__(
@@ -112,12 +113,14 @@ class BadRequest(Exception):
         headers: Headers = (),
         body: bytes | None = None,
         keep_alive: bool = False,
+        logged: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.headers = headers
         self.body = body
         self.keep_alive = keep_alive
+        self.logged = logged
 
 
 def body_too_large(limit: int, prefix: bytes, *, keep_alive: bool = False) -> BadRequest:

@@ -188,7 +188,8 @@ class HttpService:
                     try:
                         request = await connection.next_request(first=first)
                     except BadRequest as exc:
-                        logger.info("%s: %s", peer, exc)
+                        if not exc.logged:
+                            logger.info("%s: %s", peer, exc)
                         await connection.refuse(exc)
                         if exc.keep_alive and connection.reusable:
                             first = False
@@ -305,7 +306,7 @@ class HttpService:
                 (name, value) for name, value in response_headers if name != b"www-authenticate"
             ]
             response_headers.append((b"www-authenticate", challenge.encode()))
-        return BadRequest(status, outcome.message, headers=[*response_headers, *cors], body=body)
+        return BadRequest(status, outcome.message, headers=[*response_headers, *cors], body=body, logged=True)
 
     async def _refuse(
         self,
