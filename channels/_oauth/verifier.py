@@ -189,12 +189,13 @@ class TokenVerifier:
 
     async def _discover(self, client: httpx2.AsyncClient, issuer: str) -> str:
         """The issuer's ``jwks_uri``, from the first discovery document that is the issuer's own."""
-        error: Exception = DiscoveryError(f"no metadata found for {issuer}")
+        error: Exception = NotFound(f"no metadata found for {issuer}")
         for url in metadata_urls(issuer):
             try:
                 return jwks_uri(await get_json(client, url, f"metadata of {issuer}"), issuer)
-            except (NotFound, DiscoveryError) as reason:
-                error = reason  # try the next well-known location
+            except (NotFound, DiscoveryError) as reason:  # try the next well-known location
+                if not isinstance(error, DiscoveryError) or isinstance(reason, DiscoveryError):
+                    error = reason  # (a document found but unusable says more than a later 404)
         raise error
 
     def _failed(self, state: IssuerKeys, reason: str) -> None:

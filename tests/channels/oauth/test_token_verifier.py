@@ -6,6 +6,7 @@ provider is a separate Node process, and the verifier reaches it over HTTP with 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 import trio
+from joserfc import jwt
 from joserfc.jwk import RSAKey
 from oidc import AuthorizationServer, authorization_server
 
@@ -187,3 +189,76 @@ async def test_verify_outside_the_run_task_is_a_programming_error_not_a_verdict(
     token = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2FzLmV4YW1wbGUifQ.c2ln"
     with pytest.raises(RuntimeError, match="run"):
         await verifier.verify(token)
+
+
+async def serve_documents(documents: dict[str, bytes], task_status: trio.TaskStatus[int]) -> None:
+    """A minimal HTTP/1.1 server on loopback answering GET PATH with documents[PATH] (404 else)."""
+
+    async def answer(stream: trio.SocketStream) -> None:
+        request = b""
+        while b"\r\n\r\n" not in request and (chunk := await stream.receive_some()):
+            request += chunk
+        path = request.split(b" ")[1].decode() if request.count(b" ") >= 2 else "/"
+        body = documents.get(path)
+        status = b"200 OK" if body is not None else b"404 Not Found"
+        body = body if body is not None else b"{}"
+        head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+        await stream.send_all(head % (status, len(body)) + body)
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(answer, listeners)
+
+
+@pytest.mark.parametrize(
+    ("jwks_uri", "jwks", "reason"),
+    [
+        ("{issuer}/jwks", b'{"keys": [' + b" " * fetch.MAX_BODY_BYTES + b"]}", "larger than"),
+        ("http://as.example/jwks", b'{"keys": []}', "not https"),
+    ],
+    ids=["oversized-key-set", "non-loopback-http-jwks-uri"],
+)
+async def test_a_key_set_too_large_or_at_an_unsafe_url_is_not_used(
+    jwks_uri: str, jwks: bytes, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    documents: dict[str, bytes] = {}
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(serve_documents, documents)
+            issuer = f"http://127.0.0.1:{port}"
+            metadata = {"issuer": issuer, "jwks_uri": jwks_uri.format(issuer=issuer)}
+            documents["/.well-known/oauth-authorization-server"] = json.dumps(metadata).encode()
+            documents["/jwks"] = jwks
+            token = server_less_token(issuer)
+            async with running(OAuthSettings(issuers=[issuer])) as verifier:
+                verdict = await verifier.verify(token)
+            assert isinstance(verdict, Denied) and verdict.outcome == "issuer-unreachable"
+            nursery.cancel_scope.cancel()
+    assert reason in caplog.text
+
+
+async def test_metadata_that_names_another_issuer_is_not_trusted(caplog: pytest.LogCaptureFixture) -> None:
+    documents: dict[str, bytes] = {}
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(serve_documents, documents)
+            issuer = f"http://127.0.0.1:{port}"
+            evil = {"issuer": "https://evil.example", "jwks_uri": f"{issuer}/jwks"}
+            for path in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+                documents[path] = json.dumps(evil).encode()
+            documents["/jwks"] = json.dumps({"keys": [SIGNER.as_dict(private=False)]}).encode()
+            async with running(OAuthSettings(issuers=[issuer])) as verifier:
+                verdict = await verifier.verify(server_less_token(issuer))
+            assert isinstance(verdict, Denied) and verdict.outcome == "issuer-unreachable"
+            nursery.cancel_scope.cancel()
+    assert "names another issuer" in caplog.text
+
+
+SIGNER = RSAKey.generate_key(2048, parameters={"kid": "local", "alg": "RS256"}, private=True)
+
+
+def server_less_token(issuer: str) -> str:
+    now = int(time.time())
+    body = {"iss": issuer, "aud": AUDIENCE, "sub": "s", "exp": now + 60, "iat": now}
+    return jwt.encode({"alg": "RS256", "kid": "local"}, body, SIGNER)
