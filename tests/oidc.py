@@ -264,7 +264,9 @@ async def authorization_server(
 
     Args:
         path: the issuer's path (``"/tenant"`` gives ``http://127.0.0.1:<port>/tenant``), to test
-            where discovery puts ``/.well-known/...`` (RFC 8414 §3).
+            where discovery puts ``/.well-known/...``: RFC 8414's document is then served only at
+            ``/.well-known/oauth-authorization-server/tenant`` (§3), OpenID's at
+            ``/tenant/.well-known/openid-configuration``.
         alg: the signing algorithm (RS256, PS256 or ES256) of the first key.
         token_ttl: lifetime of the access tokens it issues, seconds.
         rfc8414: also serve ``/.well-known/oauth-authorization-server`` (else only the OpenID

@@ -14,8 +14,10 @@
 //                   introspection and revocation. access_token_format "jwt" or "opaque" is the
 //                   format of the tokens the client gets for any resource (RFC 8707 indicator).
 //   --ttl S         lifetime of access tokens, seconds.
-//   --no-rfc8414    serve only /.well-known/openid-configuration (oidc-provider's own), not the
-//                   RFC 8414 /.well-known/oauth-authorization-server it serves by default here.
+//   --path /p       the issuer's path. RFC 8414 metadata is then at /.well-known/oauth-authorization-server/p
+//                   (the suffix before the path) and nowhere else; OpenID's at /p/.well-known/openid-configuration.
+//   --no-rfc8414    serve only /.well-known/openid-configuration, not the RFC 8414 document (a
+//                   verifier must fall back to the OpenID one).
 //
 // A token request names one resource (the audience of the token) and the scopes it wants; every
 // scope asked for is granted (the resource server info below lists exactly those), so each test
@@ -151,12 +153,20 @@ let handler;
 const sockets = new Set();
 
 const server = http.createServer((req, res) => {
-    // RFC 8414 §3: the well-known suffix goes before the issuer's path; oidc-provider serves only
-    // the OpenID Connect document (suffix after the path), whose content is the same.
+    // RFC 8414 §3: the well-known suffix goes *before* the issuer's path. oidc-provider serves
+    // /.well-known/oauth-authorization-server under its mount (after the path, the OpenID way):
+    // with a path, that place answers 404 here, so a client that appends is caught.
     const wellKnown = `/.well-known/oauth-authorization-server${mount}`;
     const [pathname, query] = req.url.split(/\?(.*)/s, 2);
-    if (pathname === wellKnown && !args["no-rfc8414"]) {
-        req.url = `/.well-known/openid-configuration${query ? `?${query}` : ""}`;
+    const rfc8414 = pathname === wellKnown;
+    const appended = !rfc8414 && pathname.endsWith("/.well-known/oauth-authorization-server");
+    if (appended || (rfc8414 && args["no-rfc8414"])) {
+        res.writeHead(404).end();
+        return;
+    }
+    if (rfc8414) {
+        req.url = `/.well-known/oauth-authorization-server${query ? `?${query}` : ""}`;
+        req.originalUrl = `${mount}${req.url}`;
     } else if (mount && (pathname === mount || pathname.startsWith(`${mount}/`))) {
         // mounted under the issuer's path, as express would: oidc-provider reads originalUrl
         req.originalUrl = req.url;
