@@ -27,9 +27,10 @@ LONGER = {"bridge.example_server": 450}
 ROOMS: dict[str, set[str]] = {
     "channels._core": set(),
     "channels._sockets": {"channels._core"},
-    "channels._ws": {"channels._core", "channels._sockets"},
+    "channels._oauth": {"channels._core"},
+    "channels._ws": {"channels._core", "channels._sockets", "channels._oauth"},
     "channels._mcp": {"channels._core"},
-    "channels._http": {"channels._core", "channels._sockets", "channels._mcp"},
+    "channels._http": {"channels._core", "channels._sockets", "channels._mcp", "channels._oauth"},
     "channels.testing": {"channels"},
     "bridge._errors": {"channels"},
     "bridge._limits": {"bridge._errors"},

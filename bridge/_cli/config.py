@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from channels import HttpOptions, ListenOptions, TcpKeepalive, parse_address
+from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
 from .._child.sandbox import Sandbox
@@ -27,6 +27,7 @@ from .._limits import Limits, parse_duration, parse_size
 from .._relay.scopes import ToolScopes, tool_rules
 from .loaders import load_resource_metadata, load_tokens
 from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers
+from .oauth_options import build_oauth, check_audience
 from .sandbox_options import sandbox_paths
 from .schema import (
     CHILD_MODES,
@@ -103,9 +104,11 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     else:
         raise ConfigError(f"{where}.kind: expected one of {', '.join(LISTENER_KINDS)}")
     try:
-        parse_address(address)
+        parsed = parse_address(address)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    oauth = _oauth(entry, where)
+    check_audience(oauth, parsed, where)
     mode = 0o600
     if entry.socket_mode is not None:
         try:
@@ -127,11 +130,38 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
         allow_origins=frozenset(entry.allow_origin),
         allow_hosts=frozenset(entry.allow_host),
         allow_non_loopback=entry.insecure_no_auth,
+        oauth=oauth,
         http=_http_options(entry, where),
     )
     if entry.kind in ("tls", "wss", "https") and (entry.tls_cert is None or entry.tls_key is None):
         raise ConfigError(f"{where}: kind = {entry.kind!r} needs tls_cert and tls_key")
     return address, options
+
+
+def _oauth(entry: ListenerEntry, where: str) -> OAuthSettings | None:
+    """The listener's OAuth settings (``oauth_*`` keys), or ``None``.
+
+    Raises:
+        ConfigError: as the command line's options, naming the field.
+    """
+    oauth = build_oauth(
+        issuers=entry.oauth_issuer,
+        audiences=entry.oauth_audience,
+        scopes=entry.oauth_scope,
+        introspection=entry.oauth_introspection,
+        client_file=entry.oauth_client_file,
+        name=lambda key: f"{where}.{key}",
+    )
+    if oauth is None or oauth.audiences or entry.kind != "fd":
+        return oauth
+    if entry.protocol != "http":
+        raise ConfigError(
+            f'{where}.oauth_issuer: OAuth is for protocol = "http" (newline channels take token_file)'
+        )
+    raise ConfigError(
+        f"{where}.oauth_audience: required with a socket-activated listener, whose public URI the bridge "
+        'cannot tell; for example oauth_audience = ["https://mcp.example.com/mcp"]'
+    )
 
 
 def _http_options(entry: ListenerEntry, where: str) -> HttpOptions:
@@ -214,7 +244,7 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
         path
         for server in config.servers.values()
         for entry in server.listeners
-        for path in (*entry.token_file, entry.tls_key)
+        for path in (*entry.token_file, entry.tls_key, entry.oauth_client_file)
         if path
     ]
     for name, server in config.servers.items():

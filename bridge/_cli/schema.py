@@ -18,6 +18,7 @@ The file's shape::
     address = "127.0.0.1:7302"
     path = "/mcp"
     token_file = ["/etc/mcp-bridge/tokens"]
+    oauth_issuer = ["https://auth.example.com"]   # OAuth access tokens too (oauth_audience...)
 
 attrs classes describe the file; cattrs structures it at this edge, with unknown keys refused.
 Every error names the path of the bad field and what was expected
@@ -44,17 +45,18 @@ _TOKENS = {"token_file", "token_env", "token_credential", "insecure_no_auth"}
 _TLS = {"tls_cert", "tls_key", "tls_client_ca"}
 _WEB = {"allow_origin", "allow_host"}
 _HTTP = {"cors_origin", "trust_proxy", "oauth_metadata", "session_idle_timeout", "max_sessions", "sse_after"}
+_OAUTH = {"oauth_issuer", "oauth_audience", "oauth_scope", "oauth_introspection", "oauth_client_file"}
 # Per listener kind, the fields that apply: anything else set is refused, as the command line
 # refuses an option no listener would use.
 KIND_FIELDS = {
     "unix": {"path", "socket_mode", "socket_group", "allow_uid", "allow_gid"},
     "tcp": {"address", *_TOKENS},
     "tls": {"address", *_TOKENS, *_TLS},
-    "ws": {"address", "path", *_TOKENS, *_WEB},
-    "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS},
-    "http": {"address", "path", *_TOKENS, *_WEB, *_HTTP},
-    "https": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_HTTP},
-    "fd": {"name", "protocol", "path", "allow_uid", "allow_gid", *_TOKENS, *_WEB, *_HTTP},
+    "ws": {"address", "path", *_TOKENS, *_WEB, *_OAUTH},
+    "wss": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_OAUTH},
+    "http": {"address", "path", *_TOKENS, *_WEB, *_HTTP, *_OAUTH},
+    "https": {"address", "path", *_TOKENS, *_WEB, *_TLS, *_HTTP, *_OAUTH},
+    "fd": {"name", "protocol", "path", "allow_uid", "allow_gid", *_TOKENS, *_WEB, *_HTTP, *_OAUTH},
 }
 
 
@@ -86,6 +88,11 @@ class ListenerEntry:
     session_idle_timeout: str | None = None
     max_sessions: int | None = None
     sse_after: str | None = None
+    oauth_issuer: list[str] = attrs.field(factory=list)
+    oauth_audience: list[str] = attrs.field(factory=list)
+    oauth_scope: list[str] = attrs.field(factory=list)
+    oauth_introspection: str | None = None
+    oauth_client_file: str | None = None
 
 
 @attrs.frozen

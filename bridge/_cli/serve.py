@@ -33,6 +33,7 @@ from .arguments import add_common
 from .exits import EXIT_CONFIG, EXIT_OK
 from .loaders import load_resource_metadata, load_tokens, resolve_group, resolve_user
 from .mcp_servers import DEFAULT_SOCKET_DIR
+from .oauth_options import build_oauth, check_audience, flag_name
 from .sandbox_options import build_sandbox
 from .scope_options import build_tool_scopes
 from .serve_parser import serve_parser
@@ -67,7 +68,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         raise ConfigError(f"--cwd {options.cwd!r}: not a directory")
     sandbox = build_sandbox(options)
     if sandbox is not None:
-        secrets = [*options.token_file, options.tls_key, options.tap]
+        secrets = [*options.token_file, options.tls_key, options.tap, options.oauth_client_file]
         sandbox = attrs.evolve(sandbox, hide=[os.path.abspath(path) for path in secrets if path])
     spec = ChildSpec(
         argv=list(command),
@@ -93,6 +94,16 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         request_timeout=options.request_timeout,
     )
     _check_security_options(options, {address.scheme for address in addresses})
+    oauth = build_oauth(
+        issuers=options.oauth_issuer,
+        audiences=options.oauth_audience,
+        scopes=options.oauth_scope,
+        introspection=options.oauth_introspection,
+        client_file=options.oauth_client_file,
+        name=flag_name,
+    )
+    for address in addresses:
+        check_audience(oauth, address, f"--listen {address}")
     group = None if options.socket_group is None else resolve_group(options.socket_group)
     listen_options = ListenOptions(
         socket_mode=options.socket_mode,
@@ -111,6 +122,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         ping_timeout=options.ping_timeout,
         idle_timeout=options.idle_timeout,
         tcp_keepalive=options.tcp_keepalive,
+        oauth=oauth,
         http=HttpOptions(
             session_idle_timeout=options.session_idle_timeout,
             max_sessions=options.max_sessions,
@@ -203,6 +215,21 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
     ]
     if http_flags and not schemes & HTTP_SCHEMES:
         raise ConfigError(f"{http_flags[0]} is for http:// and https:// listeners, and there is none")
+    oauth_flags = [
+        flag
+        for flag, value in (
+            ("--oauth-issuer", options.oauth_issuer),
+            ("--oauth-audience", options.oauth_audience),
+            ("--oauth-scope", options.oauth_scope),
+            ("--oauth-introspection", options.oauth_introspection),
+            ("--oauth-client-file", options.oauth_client_file),
+        )
+        if value
+    ]
+    if oauth_flags and not schemes & (WEB_SCHEMES | {"http+fd"}):
+        raise ConfigError(
+            f"{oauth_flags[0]} is for ws://, wss://, http:// and https:// listeners, and there is none"
+        )
 
 
 def servers_to_run(

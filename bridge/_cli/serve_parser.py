@@ -17,6 +17,7 @@ from .._child.supervisor import RestartPolicy
 from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
+from .oauth_options import add_oauth
 from .sandbox_options import add_sandbox
 from .scope_options import add_tool_scopes
 
@@ -68,6 +69,7 @@ def serve_parser() -> argparse.ArgumentParser:
     _add_network_access(security)
     add_tool_scopes(security)
     _add_http(parser.add_argument_group("Streamable HTTP listeners"))
+    add_oauth(parser.add_argument_group("OAuth 2.1 access tokens (HTTP and WebSocket listeners)"))
     bounds = parser.add_argument_group("limits and timeouts")
     _add_limits(bounds)
     _add_timeouts(bounds)
@@ -275,7 +277,8 @@ def _add_http(web: Group) -> None:
         "--oauth-metadata",
         metavar="FILE",
         help="serve this JSON OAuth protected-resource metadata document (RFC 9728) at "
-        "/.well-known/oauth-protected-resource/PATH and name it in 401 answers",
+        "/.well-known/oauth-protected-resource/PATH and name it in 401 answers "
+        "(with --oauth-issuer, instead of the generated one)",
     )
     web.add_argument(
         "--session-idle-timeout",

@@ -90,7 +90,7 @@ class Daemon:
 
     def statistics(self) -> DaemonStatistics:
         """A snapshot of the counters; cheap, callable at any time (also after :meth:`run`)."""
-        return self._counters.snapshot(self._shared, self._pool)
+        return self._counters.snapshot(self._shared, self._pool, self._listeners)
 
     @property
     def stopping(self) -> bool:

@@ -7,11 +7,11 @@ snapshot of it, adding what the shared child and the warm pool report.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
-from channels import MessageChannel
+from channels import MessageChannel, MessageListener
 
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess
@@ -42,6 +42,8 @@ class DaemonStatistics:
             cap (``--max-sessions``), since start.
         stray_replies: replies from children dropped because they answered no request in flight
             (a second reply to one request, or an id nobody sent), since start.
+        oauth_tokens: OAuth access tokens checked since start, by ``(listener, outcome)``: every
+            outcome of each listener with OAuth, zeros included (docs/security.md, "OAuth").
     """
 
     connections: int
@@ -58,6 +60,7 @@ class DaemonStatistics:
     connections_by_transport: Mapping[str, int] = attrs.field(factory=dict)
     sessions_evicted: int = 0
     stray_replies: int = 0
+    oauth_tokens: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -95,8 +98,13 @@ class Counters:
     evicted_of_closed: int = 0
     strays_of_ended: int = 0
 
-    def snapshot(self, shared: SharedChild | None, pool: ChildPool | None) -> DaemonStatistics:
-        """The counters now, with the shared child's and the warm pool's (either may be None)."""
+    def snapshot(
+        self, shared: SharedChild | None, pool: ChildPool | None, listeners: Sequence[MessageListener] = ()
+    ) -> DaemonStatistics:
+        """The counters now, with the shared child's and the warm pool's (either may be None).
+
+        Also the OAuth outcome counts of ``listeners`` (the daemon's, while it listens).
+        """
         return DaemonStatistics(
             connections=self.connections,
             connections_total=self.connections_total,
@@ -117,7 +125,26 @@ class Counters:
             stray_replies=self.strays_of_ended
             + sum(relay.stray_replies for relay in self.relays)
             + (shared.stray_replies if shared is not None else 0),
+            oauth_tokens=oauth_tokens(listeners),
         )
+
+
+def oauth_tokens(listeners: Sequence[MessageListener]) -> dict[tuple[str, str], int]:
+    """The OAuth outcome counts of ``listeners``, by ``(listener address, outcome)``.
+
+    The sockets of one HTTP address share one verifier: its counts are listed once, under the
+    first one's address.
+    """
+    counts: dict[tuple[str, str], int] = {}
+    seen: set[int] = set()
+    for listener in listeners:
+        outcomes = listener.oauth_outcomes
+        if outcomes is None or id(outcomes) in seen:
+            continue
+        seen.add(id(outcomes))
+        for outcome, count in outcomes.items():
+            counts[listener.address, outcome] = count
+    return counts
 
 
 def evicted(client: MessageChannel) -> bool:

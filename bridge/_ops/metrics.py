@@ -121,6 +121,15 @@ def render(
             [(base, stats.sessions_evicted)],
         ),
         _family(
+            "oauth_tokens_total",
+            "counter",
+            "OAuth access tokens checked by HTTP and WebSocket listeners, by outcome.",
+            [
+                ({**base, "listener": listener, "outcome": outcome}, count)
+                for (listener, outcome), count in sorted(stats.oauth_tokens.items())
+            ],
+        ),
+        _family(
             "requests_in_flight", "gauge", "Requests awaiting a reply.", [(base, stats.requests_in_flight)]
         ),
         _family("children", "gauge", "Child processes serving clients.", [(base, stats.children)]),

@@ -25,7 +25,7 @@ through :meth:`MessageListener.serve`, which such a listener overrides.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from typing import Any, NoReturn, final
@@ -99,6 +99,15 @@ class MessageListener(trio.abc.Listener[Incoming]):
 
     _tls: ServerTls | None = None
     """A TLS listener's certificates and context (set by the subclasses that offer TLS)."""
+
+    @property
+    def oauth_outcomes(self) -> Mapping[str, int] | None:
+        """With OAuth (HTTP and WebSocket listeners): how many tokens ended in each outcome.
+
+        ``None`` without. Listeners of one HTTP address share one verifier, hence one mapping:
+        count each mapping once (by identity).
+        """
+        return None
 
     @property
     @abstractmethod

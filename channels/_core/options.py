@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .auth import TokenSet
+from .oauth import OAuthSettings
 from .stream import DEFAULT_MAX_MESSAGE_BYTES
 
 # Unix socket files are created owner-only unless the operator widens them (docs/design.md §5.7).
@@ -166,6 +167,9 @@ class ListenOptions:
             ``tls:``, ``ws://``, ``wss://``, ``http://``, ``https://``); ``None`` leaves the
             kernel's setting (off).
         http: settings of HTTP listeners.
+        oauth: HTTP and WebSocket listeners: validate OAuth 2.1 access tokens (docs/security.md,
+            "OAuth"); static ``tokens`` are still accepted beside them. Its empty ``audiences``
+            means the endpoint's own URI. A bind beyond loopback with it counts as authenticated.
     """
 
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -186,6 +190,7 @@ class ListenOptions:
     idle_timeout: float | None = None
     tcp_keepalive: TcpKeepalive | None = TcpKeepalive()
     http: HttpOptions = HttpOptions()
+    oauth: OAuthSettings | None = None
 
     def idle_timeout_for(self, default: float | None) -> float | None:
         """The idle timeout of a listener whose kind defaults to ``default``; ``None`` if off."""

@@ -4,8 +4,8 @@
 listener (one HTTP/1.1 connection, the routes, sessions and response streams); ``client/`` the
 client channel ``mcp-bridge connect http://...`` uses.
 
-Import rule: ``channels._core``, ``channels._sockets`` and ``channels._mcp``; ``server`` and
-``client`` never import each other.
+Import rule: ``channels._core``, ``channels._sockets``, ``channels._mcp`` and ``channels._oauth``;
+``server`` and ``client`` never import each other.
 """
 
 from .address import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NoReturn, Self, final
 
@@ -21,12 +21,13 @@ from .._core.address import Address, AddressError, register_address_kind
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
-from .._core.options import ConnectOptions, ListenOptions, TcpKeepalive
+from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
 from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
-from .._sockets.endpoint import Endpoint, parse_endpoint
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
 from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
 from .client.channel import open_http_client
+from .server.oauth import HttpOAuth
 from .server.service import HttpService
 
 logger = logging.getLogger("channels.http")
@@ -92,7 +93,7 @@ class HttpListener(MessageListener):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(service.mcp.reap_idle_sessions)
-                service.start_ticker(handler_nursery)
+                await service.start_background(handler_nursery)
                 task_status.started()
                 while True:
                     # At most MAX_CONNECTIONS TCP connections at once: beyond, new ones wait in
@@ -134,14 +135,25 @@ class HttpListener(MessageListener):
                 logger.error("%s: accept failed (%s); retrying in %gs", self._address, exc, ACCEPT_RETRY)
                 await trio.sleep(ACCEPT_RETRY)
 
+    @property
+    def oauth_outcomes(self) -> Mapping[str, int] | None:
+        oauth = self._service.oauth
+        return oauth.verifier.outcomes if oauth is not None else None
+
     async def aclose(self) -> None:
         await self._listener.aclose()
 
 
-def _service(endpoint: Endpoint, loopback: bool, options: ListenOptions) -> HttpService:
-    """The service of one HTTP address, with its Host, Origin and token checks.
+def _service(
+    endpoint: Endpoint, loopback: bool, options: ListenOptions, bound: Endpoint, address: object
+) -> HttpService:
+    """The service of one HTTP address, with its Host, Origin, token and OAuth checks.
 
-    ``options.http.cors_origins`` are allowed origins too.
+    ``options.http.cors_origins`` are allowed origins too. OAuth's default audience is the
+    canonical URI of ``bound`` (the endpoint with the port it was bound to).
+
+    Raises:
+        ListenError: OAuth without an audience on a wildcard bind.
     """
     guard = RequestGuard.create(
         loopback=loopback,
@@ -150,7 +162,11 @@ def _service(endpoint: Endpoint, loopback: bool, options: ListenOptions) -> Http
         allow_origins=options.allow_origins | options.http.cors_origins,
         tokens=options.tokens,
     )
-    return HttpService(endpoint, guard, options)
+    oauth = None
+    if options.oauth is not None:
+        settings = resolve_audience(options.oauth, bound, address)
+        oauth = HttpOAuth(settings, options.tokens, endpoint.path)
+    return HttpService(endpoint, guard, options, oauth)
 
 
 class _HttpAddress(Address):
@@ -181,12 +197,18 @@ class _HttpAddress(Address):
         """
         endpoint = self.endpoint
         tls = ServerTls.load(self, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
-        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
-        service = _service(endpoint, loopback, options)
-        return [
-            HttpListener(listener, service, tls, keepalive=options.tcp_keepalive)
-            for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
-        ]
+        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
+        if options.oauth is not None:  # a bind on a wildcard host without an audience: refused unbound
+            resolve_audience(options.oauth, endpoint, self)
+        sockets = await open_tcp_listeners(self, endpoint.host, endpoint.port)
+        try:
+            port = sockets[0].socket.getsockname()[1]
+            service = _service(endpoint, loopback, options, attrs.evolve(endpoint, port=port), self)
+        except BaseException:
+            for listener in sockets:
+                await trio.aclose_forcefully(listener)
+            raise
+        return [HttpListener(listener, service, tls, keepalive=options.tcp_keepalive) for listener in sockets]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
@@ -255,7 +277,7 @@ class HttpFdAddress(Address):
                 host, port = first[0], first[1]
                 loopback = all(
                     [
-                        await check_exposure(self, sock.getsockname()[0], options, encrypted=False)
+                        await check_exposure(self, sock.getsockname()[0], options, encrypted=False, web=True)
                         for sock in sockets
                     ]
                 )
@@ -263,7 +285,20 @@ class HttpFdAddress(Address):
             for sock in sockets:
                 sock.close()
             raise
-        service = _service(Endpoint("http", host, port, self.path), loopback, options)
+        endpoint = Endpoint("http", host, port, self.path)
+        if options.oauth is not None and not options.oauth.audiences and sockets[0].family == socket.AF_UNIX:
+            for sock in sockets:
+                sock.close()
+            raise ListenError(
+                f"{self}: OAuth on a socket-activated Unix socket needs the public URI as the token "
+                "audience: pass --oauth-audience, for example --oauth-audience https://mcp.example.com/mcp"
+            )
+        try:
+            service = _service(endpoint, loopback, options, endpoint, self)
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
         return [
             HttpListener(
                 trio.SocketListener(trio.socket.from_stdlib_socket(sock)),

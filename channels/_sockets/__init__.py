@@ -2,7 +2,8 @@
 
 Each module is one address kind (``unix:``, ``tcp:``, ``tls:``, ``stdio:``, ``fd:``) carrying the
 newline framing of :mod:`channels._core.stream`; ``tcp`` also holds what every network listener
-shares (the loopback rule, TCP listeners), and ``endpoint`` parses URL-shaped addresses.
+shares (the loopback rule, TCP listeners), and ``endpoint`` parses URL-shaped addresses (and
+fills in an OAuth listener's default audience, its canonical URI).
 
 Import rule: ``channels._core`` only.
 """
@@ -10,6 +11,9 @@ Import rule: ``channels._core`` only.
 from .activation import (
     FdAddress,
     take_activated_sockets,
+)
+from .endpoint import (
+    resolve_audience,
 )
 from .stdio import (
     StdioAddress,
@@ -32,5 +36,6 @@ __all__ = [
     "TlsAddress",
     "UnixAddress",
     "open_stdio_stream",
+    "resolve_audience",
     "take_activated_sockets",
 ]

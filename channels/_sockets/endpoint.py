@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from .._core.address import AddressError
+from .._core.oauth import OAuthSettings
+from .._core.options import ListenError
 from .tcp import format_host_port
 
 
@@ -70,3 +72,41 @@ def parse_endpoint(text: str, scheme: str, *, kind: str, example_path: str = "/m
     if port is None:
         port = 443 if scheme in ("wss", "https") else 80
     return Endpoint(scheme, parts.hostname, port, parts.path or "/")
+
+
+# Binds on every interface: the endpoint's URI then names no host a client would use.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "*"})
+DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
+
+
+def canonical_uri(endpoint: Endpoint) -> str:
+    """The endpoint's canonical URI (RFC 8707 §2, the MCP authorization spec's "canonical URI").
+
+    Lower-case scheme and host, the port only if it is not the scheme's default, the path as
+    configured: ``http://127.0.0.1:8080/mcp``, ``https://mcp.example.com/mcp``.
+    """
+    port = "" if DEFAULT_PORTS.get(endpoint.scheme) == endpoint.port else f":{endpoint.port}"
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.scheme.lower()}://{host.lower()}{port}{endpoint.path}"
+
+
+def resolve_audience(settings: OAuthSettings, endpoint: Endpoint, address: object) -> OAuthSettings:
+    """``settings`` with its audiences filled in: the endpoint's canonical URI if none was given.
+
+    Only as configured, never from a request's ``Host`` (a client would choose the audience the
+    bridge accepts: a confused deputy). ``endpoint`` carries the bound port when the address
+    asked for port 0.
+
+    Raises:
+        ListenError: no audience was given and the endpoint binds every interface, so its URI is
+            unknown; the message names ``--oauth-audience``.
+    """
+    if settings.audiences:
+        return settings
+    if endpoint.host.strip("[]") in WILDCARD_HOSTS:
+        raise ListenError(
+            f"{address}: OAuth needs the endpoint's public URI as the token audience, and a bind "
+            f"on {endpoint.host} does not say it; pass --oauth-audience (oauth_audience in a "
+            f"configuration file), for example --oauth-audience https://mcp.example.com{endpoint.path}"
+        )
+    return attrs.evolve(settings, audiences=(canonical_uri(endpoint),))

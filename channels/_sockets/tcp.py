@@ -75,12 +75,15 @@ async def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
-async def check_exposure(address: object, host: str, options: ListenOptions, *, encrypted: bool) -> bool:
+async def check_exposure(
+    address: object, host: str, options: ListenOptions, *, encrypted: bool, web: bool = False
+) -> bool:
     """Apply the loopback rule to a network listener; return whether ``host`` is loopback.
 
-    Beyond loopback, a listener must authenticate its clients (tokens, or TLS client
-    certificates) unless the operator opted out with ``allow_non_loopback``. Tokens over an
-    unencrypted channel are allowed but warned about: they cross the network in clear text.
+    Beyond loopback, a listener must authenticate its clients (tokens, TLS client certificates,
+    or, for the HTTP and WebSocket listeners (``web``), OAuth access tokens) unless the operator
+    opted out with ``allow_non_loopback``. Tokens over an unencrypted channel are allowed but
+    warned about: they cross the network in clear text.
 
     Raises:
         ListenError: not loopback, no authentication and no opt-out; names the flags to use.
@@ -88,7 +91,8 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *, 
     if await is_loopback(host):
         return True
     mtls = encrypted and options.tls_client_ca is not None
-    if options.tokens is None and not mtls:
+    oauth = web and options.oauth is not None
+    if options.tokens is None and not mtls and not oauth:
         if not options.allow_non_loopback:
             raise ListenError(
                 f"{address}: {host} is not a loopback address and no authentication is "
@@ -101,9 +105,10 @@ async def check_exposure(address: object, host: str, options: ListenOptions, *, 
             "(--insecure-no-auth): anyone who can reach it can use the server",
             address,
         )
-    elif options.tokens is not None and not encrypted:
+    elif (options.tokens is not None or oauth) and not encrypted:
         logger.warning(
-            "%s: bearer tokens will cross the network in clear text; use tls: or wss:// to protect them",
+            "%s: bearer tokens will cross the network in clear text; use tls:, wss:// or https:// "
+            "(or a TLS reverse proxy) to protect them",
             address,
         )
     return False

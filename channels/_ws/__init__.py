@@ -6,7 +6,7 @@ and establishes each in its own task; ``upgrade`` is the opening handshake, both
 building on its read path (``receiver``) and write path (``sender``); ``frames`` reads and writes
 the common frame shapes without the library's general parser.
 
-Import rule: ``channels._core`` and ``channels._sockets``.
+Import rule: ``channels._core``, ``channels._sockets`` and ``channels._oauth``.
 """
 
 from .address import (

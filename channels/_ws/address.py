@@ -38,7 +38,7 @@ from .._core.listener import MessageListener
 from .._core.options import ConnectError, ConnectOptions, ListenOptions
 from .._core.tlscontext import ServerTls, client_context
 from .._core.unwrap import single_exception
-from .._sockets.endpoint import Endpoint, parse_endpoint
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from .._sockets.tls import open_tls_client_stream
 from .channel import WebSocketChannel
@@ -84,7 +84,7 @@ class _WebSocketAddress(Address):
         """
         endpoint = self.endpoint
         tls = ServerTls.load(self, options) if endpoint.secure else None
-        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure)
+        loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         guard = RequestGuard.create(
             loopback=loopback,
             bind_host=endpoint.host,
@@ -92,10 +92,14 @@ class _WebSocketAddress(Address):
             allow_origins=options.allow_origins,
             tokens=options.tokens,
         )
-        return [
-            WebSocketListener(listener, endpoint, guard, options, tls)
-            for listener in await open_tcp_listeners(self, endpoint.host, endpoint.port)
-        ]
+        if options.oauth is not None:  # a bind on a wildcard host without an audience: refused unbound
+            resolve_audience(options.oauth, endpoint, self)
+        sockets = await open_tcp_listeners(self, endpoint.host, endpoint.port)
+        if options.oauth is not None:  # the default audience has the port bound, for port 0
+            port = sockets[0].socket.getsockname()[1]
+            bound = attrs.evolve(endpoint, port=port)
+            options = attrs.evolve(options, oauth=resolve_audience(options.oauth, bound, self))
+        return [WebSocketListener(listener, endpoint, guard, options, tls) for listener in sockets]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:

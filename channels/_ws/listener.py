@@ -8,16 +8,16 @@ pings while its block runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import final
+from typing import NoReturn, final
 
 import attrs
 import trio
 
 from .._core.channel import CloseReason, MessageChannel, PeerInfo
 from .._core.guard import RequestGuard
-from .._core.listener import HandshakeError, Incoming, MessageListener, tls_handshake
+from .._core.listener import HandshakeError, Incoming, IncomingHandler, MessageListener, tls_handshake
 from .._core.options import ListenOptions
 from .._core.tlscontext import ServerTls
 from .._core.tlsstream import TLS_STREAMS
@@ -25,6 +25,7 @@ from .._core.unwrap import single_exception
 from .._sockets.endpoint import Endpoint
 from .._sockets.tcp import accept_tcp, format_host_port
 from .channel import WebSocketChannel
+from .oauth import WsOAuth
 from .upgrade import accept_upgrade
 
 
@@ -38,6 +39,7 @@ class WebSocketIncoming(Incoming):
     endpoint: Endpoint
     guard: RequestGuard
     options: ListenOptions
+    oauth: WsOAuth | None = None
 
     @property
     def peer(self) -> PeerInfo:
@@ -79,7 +81,7 @@ class WebSocketIncoming(Incoming):
         if isinstance(self.stream, TLS_STREAMS):
             peer = await tls_handshake(self.stream, peer)
         return await accept_upgrade(
-            self.stream, peer, self.endpoint.path, self.guard, self.options.max_message_bytes
+            self.stream, peer, self.endpoint.path, self.guard, self.options.max_message_bytes, self.oauth
         )
 
     async def aclose(self) -> None:
@@ -88,7 +90,12 @@ class WebSocketIncoming(Incoming):
 
 @final
 class WebSocketListener(MessageListener):
-    """Accepts TCP connections to upgrade to WebSocket; owns its socket."""
+    """Accepts TCP connections to upgrade to WebSocket; owns its socket and its OAuth check.
+
+    With ``options.oauth`` (audiences filled in), it creates a :class:`~channels._ws.oauth.WsOAuth`
+    whose verifier runs in :meth:`serve`'s nursery, and guards Host and Origin with ``guard``
+    while the OAuth check takes the tokens (static ones first).
+    """
 
     def __init__(
         self,
@@ -100,7 +107,8 @@ class WebSocketListener(MessageListener):
     ) -> None:
         self._listener = listener
         self._endpoint = endpoint
-        self._guard = guard
+        self._oauth = WsOAuth(options.oauth, options.tokens) if options.oauth is not None else None
+        self._guard = attrs.evolve(guard, tokens=None) if self._oauth is not None else guard
         self._options = options
         self._tls = tls
         host, port = listener.socket.getsockname()[:2]
@@ -118,7 +126,24 @@ class WebSocketListener(MessageListener):
             https_compatible=True,
             keepalive=self._options.tcp_keepalive,
         )
-        return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options)
+        return WebSocketIncoming(wrapped, peer, self._endpoint, self._guard, self._options, self._oauth)
+
+    @property
+    def oauth_outcomes(self) -> Mapping[str, int] | None:
+        return self._oauth.verifier.outcomes if self._oauth is not None else None
+
+    async def serve(
+        self,
+        handler: IncomingHandler,
+        handler_nursery: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> NoReturn:
+        """Accept as any listener does, with the OAuth verifier running beside (if any)."""
+        async with trio.open_nursery() as nursery:
+            if self._oauth is not None:
+                await nursery.start(self._oauth.run)
+            await super().serve(handler, handler_nursery, task_status=task_status)
 
     async def aclose(self) -> None:
         await self._listener.aclose()

@@ -4,7 +4,8 @@ The handshake is the ``websockets`` library's (HTTP parsing, ``Sec-WebSocket-Acc
 subprotocol choice); this module moves its bytes. The subprotocol ``mcp`` is offered by our
 client and chosen by our server when the client offers it; a client that offers none is served all
 the same. Before a request is accepted, :class:`~channels._core.guard.RequestGuard` checks Host,
-Origin and the bearer token, and a wrong path gets 404.
+Origin and the bearer token (with OAuth, :mod:`channels._ws.oauth` checks the token), and a wrong
+path gets 404.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from .._core.channel import PeerInfo
 from .._core.fdio import RECEIVE_SIZE
 from .._core.guard import Rejection, RequestGuard
 from .._core.listener import HandshakeError
+from .._core.oauth import Principal
 from .._core.options import AccessDenied, ConnectError, ConnectOptions
 from .channel import WebSocketChannel
+from .oauth import WsOAuth, WsRefusal
 
 # The websockets library logs every handshake at INFO; the daemon already logs each connection,
 # so its own logger is kept at WARNING (set "channels.websocket.wire" to DEBUG for a frame trace).
@@ -59,7 +62,12 @@ END_OF_HEADERS = b"\r\n\r\n"
 
 
 async def accept_upgrade(
-    stream: trio.abc.Stream, peer: PeerInfo, path: str, guard: RequestGuard, max_message_bytes: int
+    stream: trio.abc.Stream,
+    peer: PeerInfo,
+    path: str,
+    guard: RequestGuard,
+    max_message_bytes: int,
+    oauth: WsOAuth | None = None,
 ) -> WebSocketChannel:
     """Read the upgrade request on ``stream``, check it, answer it; return the open channel.
 
@@ -70,10 +78,11 @@ async def accept_upgrade(
     Args:
         stream: the connection, past its TLS handshake for ``wss``.
         peer: what is known of the peer; the channel's adds ``Origin``, ``User-Agent`` and the
-            token's label.
+            token's label (and the OAuth principal).
         path: the endpoint's path.
         guard: the Host, Origin and bearer token checks.
         max_message_bytes: the channel's message limit (the protocol's ``max_size``).
+        oauth: the OAuth check, after ``guard`` (which then checks Host and Origin only).
 
     Raises:
         HandshakeError: the peer left, sent no valid upgrade request, or was refused.
@@ -89,22 +98,27 @@ async def accept_upgrade(
     peer = attrs.evolve(
         peer, origin=origins[0] if origins else None, user_agent=agents[0] if agents else None
     )
-    outcome: Rejection | str | None
+    outcome: Rejection | WsRefusal | Principal | str | None
     if request.path.partition("?")[0] != path:
         outcome = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {path}")
     else:
         hosts = request.headers.get_all("Host")
         outcome = guard.check(hosts[0] if len(hosts) == 1 else None, _raw_headers(request.headers))
-    if isinstance(outcome, Rejection):
+        if oauth is not None and not isinstance(outcome, Rejection):
+            outcome = await oauth.check(_raw_headers(request.headers))
+    if isinstance(outcome, Rejection | WsRefusal):
         await _send_response(stream, protocol, _rejection(protocol, outcome))
-        raise HandshakeError(f"upgrade refused with {outcome.status}: {outcome.message}")
+        detail = outcome.log_text() if isinstance(outcome, WsRefusal) else outcome.message
+        raise HandshakeError(f"upgrade refused with {outcome.status}: {detail}")
     response = protocol.accept(request)
     await _send_response(stream, protocol, response)
     if response.status_code != 101:
         raise HandshakeError(
             f"not a valid WebSocket upgrade ({protocol.handshake_exc}); answered {response.status_code}"
         )
-    if outcome is not None:
+    if isinstance(outcome, Principal):
+        peer = attrs.evolve(peer, credential=outcome.label, principal=outcome)
+    elif outcome is not None:
         peer = attrs.evolve(peer, credential=outcome)
     return WebSocketChannel(stream, protocol, peer, max_message_bytes, received)
 
@@ -197,11 +211,16 @@ async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> tu
             raise HandshakeError(f"not an upgrade request: {protocol.handshake_exc}")
 
 
-def _rejection(protocol: ServerProtocol, rejection: Rejection) -> Response:
-    response = protocol.reject(rejection.status, rejection.body().decode())
+def _rejection(protocol: ServerProtocol, rejection: Rejection | WsRefusal) -> Response:
+    if isinstance(rejection, WsRefusal):
+        body, headers = rejection.body(), rejection.headers()
+    else:
+        body = rejection.body().decode()
+        headers = [(name.decode(), value.decode()) for name, value in rejection.headers()]
+    response = protocol.reject(rejection.status, body)
     del response.headers["Content-Type"]
-    for name, value in rejection.headers():
-        response.headers[name.decode()] = value.decode()
+    for name, value in headers:
+        response.headers[name] = value
     return response
 
 

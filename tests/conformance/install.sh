@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the MCP conformance suite, and a Node.js 22 to run it, into tests/conformance/.node/
-# (git-ignored), for tests/e2e/test_conformance.py. Idempotent: a part already installed at the wanted
+# (git-ignored), for tests/e2e/test_conformance.py, and the OAuth authorization server the OAuth
+# tests run (tests/oidc.py). Idempotent: a part already installed at the wanted
 # version is left alone without asking the registry, so a second run takes well under a second.
 #
 #   node/        node-linux-<arch>@22: the suite wants Node 22+; Debian's nodejs is 20.
@@ -10,13 +11,15 @@
 #                above, hence a prefix of its own.
 #   sdk/         @modelcontextprotocol/sdk@1.32.2, the TypeScript SDK as an independent test client
 #                (tests/ts_client.mjs): the version suite-0.2 pulls in, so that both agree.
+#   oidc/        oidc-provider@9.13.3 (panva's certified OpenID Connect / OAuth 2.0 server), the
+#                real authorization server of the OAuth tests (tests/oidc_provider.mjs, tests/oidc.py).
 #
 # The versions are pinned: the expected-failures baselines (baseline-*.yml) are written against
 # them, and an alpha that adds scenarios must not turn CI red without a change here. To move to
 # a newer suite, change the version below (`npm view @modelcontextprotocol/conformance versions`
 # lists them), run this script and the conformance tests, and update the baselines.
-# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION, CONFORMANCE_NODE_VERSION and TS_SDK_VERSION
-# override the pins.
+# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION, CONFORMANCE_NODE_VERSION, TS_SDK_VERSION and
+# OIDC_PROVIDER_VERSION override the pins.
 #
 # One attempt; .ci/run retries on a registry hiccup. Says for each part whether it was there or
 # installed; exits non-zero when a part is not at its version after the attempt.
@@ -26,6 +29,7 @@ CONFORMANCE_NODE_VERSION="${CONFORMANCE_NODE_VERSION:-22.23.5}"
 CONFORMANCE_0_1_VERSION="${CONFORMANCE_0_1_VERSION:-0.1.16}"
 CONFORMANCE_0_2_VERSION="${CONFORMANCE_0_2_VERSION:-0.2.0-alpha.12}"
 TS_SDK_VERSION="${TS_SDK_VERSION:-1.32.2}"
+OIDC_PROVIDER_VERSION="${OIDC_PROVIDER_VERSION:-9.13.3}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.node"
@@ -71,4 +75,5 @@ install "$root/node" "$node_package" "$CONFORMANCE_NODE_VERSION"
 install "$root/suite-0.1" @modelcontextprotocol/conformance "$CONFORMANCE_0_1_VERSION"
 install "$root/suite-0.2" @modelcontextprotocol/conformance "$CONFORMANCE_0_2_VERSION"
 install "$root/sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
+install "$root/oidc" oidc-provider "$OIDC_PROVIDER_VERSION"
 "$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/e2e/test_conformance.py runs

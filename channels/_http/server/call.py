@@ -11,6 +11,7 @@ import trio
 
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.listener import Incoming, IncomingHandler
+from ..._core.oauth import Principal
 from ..._mcp.admission import HttpRefusal
 from .conn import HttpConnection
 from .request import Request
@@ -71,10 +72,12 @@ class HttpCall:
         connection: the client's connection; the request's response is its current one.
         request: the request.
         address: what the connection knows of the client (its address).
-        credential: the label of the token it presented, if the listener asks for one.
+        credential: the label of the token it presented (a static token's, or an OAuth
+            principal's), if the listener asks for one.
         handler: the bridge's handler for new channels.
         nursery: where the bridge's handlers run.
         cors: headers every response to it carries (CORS, if the Origin is allowed).
+        principal: who its OAuth access token names, if it presented one.
     """
 
     connection: HttpConnection
@@ -84,6 +87,15 @@ class HttpCall:
     handler: IncomingHandler
     nursery: trio.Nursery
     cors: tuple[tuple[bytes, bytes], ...] = ()
+    principal: Principal | None = None
+
+    def owns(self, peer: PeerInfo) -> bool:
+        """Whether the session or stream opened by ``peer`` is this request's client's own.
+
+        The same static token, or an OAuth token naming the same issuer, subject, client and
+        scopes (a session is bound to its identity: the spec's "Session Hijacking" practice).
+        """
+        return peer.credential == self.credential and peer.principal == self.principal
 
     @property
     def peer(self) -> PeerInfo:
@@ -97,6 +109,7 @@ class HttpCall:
         return attrs.evolve(
             self.address,
             credential=self.credential,
+            principal=self.principal,
             origin=origin.decode("latin-1") if origin else None,
             user_agent=agent.decode("latin-1") if agent else None,
         )

@@ -201,12 +201,13 @@ class McpEndpoint:
 
         Refused with 404 (naming ``request_id``, the id of the request refused, if any) otherwise.
 
-        A session is bound to the credential that opened it (the spec's security best practices,
+        A session is bound to the credential that opened it, an OAuth token's principal included
+        (issuer, subject, client and scopes; the spec's security best practices,
         2025-11-25, "Session Hijacking": bind the session to the user's identity): another token
         holder who learnt the id gets 404, as for an unknown session.
         """
         session = self.sessions.get(session_id.decode("latin-1"))
-        if session is None or session.closed or session.ended or session.peer.credential != call.credential:
+        if session is None or session.closed or session.ended or not call.owns(session.peer):
             raise _unknown_session(request_id)
         return session
 

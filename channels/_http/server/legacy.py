@@ -82,7 +82,7 @@ class LegacySse:
                 _request_id(request.body),
             )
         channel = self.channels.get(ids[0])
-        if channel is None or channel.peer.credential != call.credential:  # bound to its token
+        if channel is None or not call.owns(channel.peer):  # bound to its token
             raise refuse(404, -32001, "Session not found", "unknown-session", _request_id(request.body))
         content_type = request.header(b"content-type") or b""
         if not content_type.lower().startswith(b"application/json"):

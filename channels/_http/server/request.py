@@ -27,6 +27,7 @@ import httptools
 
 from ..._core.errors import INVALID_REQUEST
 from ..._core.jsonrpc import sniff_leading_id
+from ..._core.oauth import Principal
 from ..._mcp.refusal import SERVER_ERROR, HttpRefusal
 
 Headers = Sequence[tuple[bytes, bytes]]
@@ -47,6 +48,19 @@ SNIFF_BYTES = 1024
 
 
 @attrs.frozen
+class Unverified:
+    """An OAuth access token the head check could not decide without a fetch.
+
+    The dispatcher verifies it before routing the request (:mod:`channels._http.server.oauth`).
+    """
+
+
+Credential = str | Principal | Unverified | None
+"""What the head check found a request's client to be: a static token's label, an OAuth
+principal, a token still to verify, or ``None`` when the listener asks for nothing."""
+
+
+@attrs.frozen
 class Request:
     """One complete HTTP request.
 
@@ -56,7 +70,7 @@ class Request:
         headers: every header, names lower-case, in order, ``Host`` included.
         body: the whole body.
         http_version: ``"1.1"`` or ``"1.0"``.
-        credential: the label of the token the head check accepted, if one was asked for.
+        credential: what the head check accepted (see :data:`Credential`).
     """
 
     method: str
@@ -64,7 +78,7 @@ class Request:
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
     http_version: str = "1.1"
-    credential: str | None = None
+    credential: Credential = None
 
     @property
     def path(self) -> str:
@@ -88,6 +102,7 @@ class BadRequest(Exception):
     It is answered with ``status`` (and ``headers`` and ``body`` if given, else the message as
     text) and the connection is closed, its body unread; unless ``keep_alive``: an over-limit
     body that was read to its end, after which the connection may serve the next request.
+    ``logged``: the head check already logged why (a refused credential), so it is not again.
     """
 
     def __init__(
@@ -98,12 +113,14 @@ class BadRequest(Exception):
         headers: Headers = (),
         body: bytes | None = None,
         keep_alive: bool = False,
+        logged: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.headers = headers
         self.body = body
         self.keep_alive = keep_alive
+        self.logged = logged
 
 
 def body_too_large(limit: int, prefix: bytes, *, keep_alive: bool = False) -> BadRequest:
@@ -137,10 +154,10 @@ def unreadable_body(error: BadRequest) -> tuple[list[tuple[bytes, bytes]], bytes
     return refusal.response_headers(), refusal.body()
 
 
-HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | str | None"]
+HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | Credential"]
 """Called with a request's method, target and headers as soon as its head is in, before its body
 is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to refuse it (Host, Origin,
-token), or the label of the token it presented (``None`` if none is asked for)."""
+token), or its :data:`Credential`."""
 
 
 class Parsing:
@@ -157,7 +174,7 @@ class Parsing:
     def __init__(self, max_body: int, check_head: HeadCheck | None) -> None:
         self.max_body = max_body
         self.check_head = check_head
-        self.credential: str | None = None
+        self.credential: Credential = None
         self.parser = httptools.HttpRequestParser(self)
         # Complete requests, with whether to keep alive; an over-limit one as its 413.
         self.done: collections.deque[tuple[Request | BadRequest, bool]] = collections.deque()

@@ -18,10 +18,11 @@ the bridge, started in the bridge's handler nursery. The routes:
 ``OPTIONS`` (any of them)                   CORS preflight, if configured
 ==========================================  ================================================
 
-Every request first passes :class:`~channels._core.guard.RequestGuard` (Host, Origin, bearer token);
-nothing reaches a child before every check of its kind passed. A route refuses a request by
-raising :class:`~channels._http.server.call.Refused` before it has answered anything; the refusal is
-answered here.
+Every request first passes :class:`~channels._core.guard.RequestGuard` (Host, Origin, bearer
+token), and with OAuth :mod:`channels._http.server.oauth` (the access token, on the head, finished
+before routing if it needs a fetch); nothing reaches a child before every check of its kind
+passed. A route refuses a request by raising :class:`~channels._http.server.call.Refused` before
+it has answered anything; the refusal is answered here.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import trio
 from ..._core.channel import PeerInfo
 from ..._core.guard import Rejection, RequestGuard, header_values
 from ..._core.listener import HandshakeError, IncomingHandler, tls_handshake
+from ..._core.oauth import Principal
 from ..._core.options import ListenOptions
 from ..._core.ticker import Ticker
 from ..._core.tlsstream import TLS_STREAMS
@@ -46,7 +48,8 @@ from .call import HttpCall, Refused, method_not_allowed, refuse
 from .conn import ConnectionLimits, HttpConnection
 from .endpoint import McpEndpoint
 from .legacy import LegacySse
-from .request import BadRequest, Request
+from .oauth import WELL_KNOWN, HttpOAuth
+from .request import BadRequest, Credential, Request, Unverified
 
 logger = logging.getLogger("channels.http")
 
@@ -78,12 +81,16 @@ class HttpService:
         endpoint: the address's scheme, host, port and MCP path.
         guard: the Host, Origin and token checks.
         options: limits and HTTP settings.
+        oauth: the OAuth check, which the service owns (its verifier runs beside the connections).
     """
 
-    def __init__(self, endpoint: Endpoint, guard: RequestGuard, options: ListenOptions) -> None:
+    def __init__(
+        self, endpoint: Endpoint, guard: RequestGuard, options: ListenOptions, oauth: HttpOAuth | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.guard = guard
-        self.open_guard = attrs.evolve(guard, tokens=None)  # for the OAuth metadata document
+        self.open_guard = attrs.evolve(guard, tokens=None)  # for the metadata document, and OAuth
+        self.oauth = oauth
         self.options = options
         self.http = options.http
         self.limits = ConnectionLimits(
@@ -97,7 +104,10 @@ class HttpService:
         self.mcp = McpEndpoint(self.http, self.ticker, self.session_count)
         base = endpoint.path.rstrip("/").rpartition("/")[0]
         self.legacy = LegacySse(self.http, f"{base}/messages", self.session_count)
-        self.metadata_path = "/.well-known/oauth-protected-resource" + endpoint.path.rstrip("/")
+        self.metadata_path = WELL_KNOWN + endpoint.path.rstrip("/")
+        # An explicit document (--oauth-metadata) wins over the one generated from the OAuth settings.
+        self.document = self.http.resource_metadata or (oauth.document if oauth is not None else None)
+        self.metadata_paths = oauth.metadata_paths if oauth is not None else {self.metadata_path}
         self._routes = {
             endpoint.path: self.mcp.handle,
             f"{base}/sse": self.legacy.open_stream,
@@ -116,16 +126,25 @@ class HttpService:
     def release_slot(self, slot: object) -> None:
         self._slots.release_on_behalf_of(slot)
 
-    def start_ticker(self, nursery: trio.Nursery) -> None:
-        """Run the deadlines' ticker in ``nursery`` (the bridge's handler nursery), once.
+    async def start_background(self, nursery: trio.Nursery) -> None:
+        """Run the deadlines' ticker and the OAuth verifier in ``nursery``, once; wait till ready.
 
-        It lives beside the connections, not the accept loop: a graceful stop cancels accepting,
-        while reads and first answers in progress still need their deadlines. It ends once the
-        service is stopping and no connection is left.
+        ``nursery`` is the bridge's handler nursery: they live beside the connections, not the
+        accept loop, since a graceful stop cancels accepting while reads, answers and token
+        checks in progress still need them. They end once the service is stopping and no
+        connection is left.
         """
         if not self._ticking:
             self._ticking = True
-            nursery.start_soon(self.ticker.run, lambda: self.stopping and self._slots.borrowed_tokens == 0)
+            await nursery.start(self._background)
+
+    async def _background(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.oauth is not None:
+                await nursery.start(self.oauth.run)
+            task_status.started()
+            await self.ticker.run(lambda: self.stopping and self._slots.borrowed_tokens == 0)
+            nursery.cancel_scope.cancel()
 
     def session_count(self) -> int:
         """Legacy sessions and 2024-11-05 streams open now (they share ``max_sessions``)."""
@@ -169,7 +188,8 @@ class HttpService:
                     try:
                         request = await connection.next_request(first=first)
                     except BadRequest as exc:
-                        logger.info("%s: %s", peer, exc)
+                        if not exc.logged:
+                            logger.info("%s: %s", peer, exc)
                         await connection.refuse(exc)
                         if exc.keep_alive and connection.reusable:
                             first = False
@@ -214,7 +234,7 @@ class HttpService:
         nursery: trio.Nursery,
     ) -> None:
         path = request.path
-        metadata = path == self.metadata_path and self.http.resource_metadata is not None
+        metadata = path in self.metadata_paths and self.document is not None
         route = self._routes.get(path)
         if route is None and not metadata:
             message = f"Not Found: the MCP endpoint is {self.endpoint.path}"
@@ -226,8 +246,16 @@ class HttpService:
         if request.method == "OPTIONS" and cors:
             await connection.respond(204, [*cors, *_preflight_headers(request)])
             return
-        outcome = request.credential
-        call = HttpCall(connection, request, peer, outcome, handler, nursery, cors)
+        credential: Credential | HttpRefusal = request.credential
+        if isinstance(credential, Unverified) and self.oauth is not None and not metadata:
+            credential = await self.oauth.finish(peer, request)
+            if isinstance(credential, HttpRefusal):
+                await self._refuse(connection, credential, cors)
+                return
+        principal = credential if isinstance(credential, Principal) else None
+        label = principal.label if principal is not None else credential
+        assert label is None or isinstance(label, str)
+        call = HttpCall(connection, request, peer, label, handler, nursery, cors, principal=principal)
         try:
             if metadata:
                 await self._metadata(call)
@@ -241,7 +269,7 @@ class HttpService:
 
     def _check_head(
         self, peer: PeerInfo, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]
-    ) -> BadRequest | str | None:
+    ) -> BadRequest | Credential:
         """Host, Origin and token, on the head alone (see :data:`~channels._http.server.request.HeadCheck`).
 
         So a refused client never gets ``100 Continue`` nor has its body read into memory.
@@ -259,24 +287,26 @@ class HttpService:
         if method == b"OPTIONS" and cors:
             return None  # a CORS preflight: answered as such, it reaches nothing
         host = self._client_host(host if hosts == 1 else None, headers)
-        metadata = path == self.metadata_path and self.http.resource_metadata is not None
-        outcome = (self.open_guard if metadata else self.guard).check(
+        metadata = path in self.metadata_paths and self.document is not None
+        outcome = (self.open_guard if metadata or self.oauth else self.guard).check(
             host.decode("latin-1") if host is not None else None, headers
         )
+        if self.http.trust_proxy and (self.oauth or isinstance(outcome, Rejection)):
+            peer = _forwarded_for(headers, peer)
+        if self.oauth is not None and not metadata and not isinstance(outcome, Rejection):
+            return self.oauth.check_head(peer, method, path, headers, cors)
         if not isinstance(outcome, Rejection):
             return outcome
-        if self.http.trust_proxy:
-            peer = _forwarded_for(headers, peer)
         logger.info("%s: %s %s refused: %s", peer, method.decode("latin-1", "replace"), path, outcome.message)
         status, response_headers, body = outcome.status, outcome.headers(), outcome.body()
-        if status == 401 and self.http.resource_metadata is not None:
+        if status == 401 and self.document is not None:
             base = self._public_base_of(host, headers)
             challenge = f'Bearer resource_metadata="{base}{self.metadata_path}"'
             response_headers = [
                 (name, value) for name, value in response_headers if name != b"www-authenticate"
             ]
             response_headers.append((b"www-authenticate", challenge.encode()))
-        return BadRequest(status, outcome.message, headers=[*response_headers, *cors], body=body)
+        return BadRequest(status, outcome.message, headers=[*response_headers, *cors], body=body, logged=True)
 
     async def _refuse(
         self,
@@ -325,7 +355,7 @@ class HttpService:
     async def _metadata(self, call: HttpCall) -> None:
         if call.request.method != "GET":
             raise method_not_allowed(b"GET")
-        document = dict(self.http.resource_metadata or {})
+        document = dict(self.document or {})
         document.setdefault("resource", self._public_base(call.request) + self.endpoint.path)
         await call.respond(200, [(b"content-type", b"application/json")], json.dumps(document).encode())
 
