@@ -249,6 +249,10 @@ async def _run_stream_connection(
                 except CLOSED_ERRORS:
                     ledger.unsent(request_id)  # the write failed: the client knows it went nowhere
                     raise
+                # Sent means written: under load the write can finish well after the call began
+                # (the connection's lock, a full socket buffer), and the closing window is judged
+                # by when the request could first reach the bridge.
+                record.sent_at = trio.current_time()
                 if kind == "cancel":
                     await trio.sleep(CANCEL_AFTER_S)
                     ledger.cancel(request_id)
