@@ -1,7 +1,8 @@
 """docs/deploy/oauth.md, run as written: a stdio server exposed to remote clients with OAuth.
 
-The page's blocks marked ``<!-- walkthrough: NAME -->`` are read from the page itself, so that
-what it tells a reader to run and what runs here cannot drift apart. The pieces are real: the
+The page's blocks marked ``<!-- walkthrough: NAME -->`` (the bridge's command, its configuration
+file, the curl checks) and its troubleshooting table are read from the page itself, so that what
+it tells a reader to run and what runs here cannot drift apart. The pieces are real: the
 authorization server is oidc-provider (tests/oidc.py), the bridge a ``python -m bridge`` process
 started with the page's command (or its configuration file), nginx or Caddy the shipped example
 (deploy/) with a test certificate for ``mcp.example.com``, and the clients are curl (the page's
@@ -62,7 +63,8 @@ oauth_client = _example("oauth_client")
 
 PAGE = REPO / "docs" / "deploy" / "oauth.md"
 BLOCK = re.compile(r"<!-- walkthrough: ([\w-]+) -->\n```\w*\n(.*?)\n```", re.DOTALL)
-TIMEOUT = 30  # everything of one test: the provider, the bridge and its child, a proxy, the clients
+# One whole test: the provider, the bridge and its child, a proxy, the clients (6-20 s here, loaded).
+TIMEOUT = 60
 PROXIES = ["nginx", "caddy"]
 # What the page names, and what stands for it here.
 DOC_ISSUER = "https://auth.example.com"
