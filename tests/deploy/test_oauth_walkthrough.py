@@ -259,7 +259,9 @@ async def test_the_pages_curl_checks_through_the_proxy_get_the_challenge_the_met
             # 1. the challenge, naming the metadata at the public https origin
             status_line, challenge = head.splitlines()
             assert status_line.split()[1] == "401", output
-            assert challenge.lower() == f'www-authenticate: bearer resource_metadata="{METADATA_URL}"', output
+            assert challenge.lower() == (
+                f'www-authenticate: bearer scope="mcp:tools", resource_metadata="{METADATA_URL}"'
+            ), output
             # 2. the metadata document, and 3. the token's claims
             document, claims, last = json_documents("{" + rest)
             assert document == {
@@ -311,7 +313,9 @@ async def test_the_pages_configuration_file_behind_nginx_serves_the_same_walkthr
             async with walk.http() as http:
                 refused = await http.post(PUBLIC_URL, json=INITIALIZE, headers=POST_HEADERS)
             assert refused.status_code == 401
-            assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{METADATA_URL}"'
+            assert refused.headers["www-authenticate"] == (
+                f'Bearer scope="mcp:tools", resource_metadata="{METADATA_URL}"'
+            )
             client = walk.issuer.jwt_client
             texts = await oauth_client.call_tool(
                 PUBLIC_URL,
