@@ -1,12 +1,14 @@
 """``mcp-bridge --sandbox`` as a whole process: an MCP round trip with a venv's Python in the
 sandbox, exit 78 without bwrap, sandbox options from the command line and the configuration file,
-and no process of the sandbox left after the daemon's own SIGTERM, or after it is SIGKILLed."""
+and no process of the sandbox left after the daemon's own SIGTERM, after it is SIGKILLed, or after
+its shared child crash-loops (exit 75)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,9 @@ from conftest import (
     LineClient,
     bridge_process,
     bwrap_or_skip,
+    poll,
     processes_in,
+    processes_with,
     request,
     sandbox_namespace,
     until_namespace_is_empty,
@@ -157,3 +161,26 @@ path = "{tmp_path}/box.sock"
     path.write_text(path.read_text().replace("rw = [", "rw = 5, x = ["))
     with pytest.raises(ConfigError, match=r"servers\.box\.sandbox\.rw: expected a list"):
         config_file.read(str(path))
+
+
+async def test_a_sandboxed_shared_child_crashing_at_start_up_makes_the_daemon_exit_75_leaving_no_sandbox(
+    sock_dir: Path,
+) -> None:
+    bwrap_or_skip()
+    marker = f"mb-crash-loop-{uuid.uuid4().hex}"  # in bwrap's, the server's and the grandchild's argv
+    server = (
+        "import subprocess, sys\n"
+        "subprocess.Popen(['setsid', sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])\n"
+        "sys.exit(1)\n"
+    )
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge(
+            "--sandbox", "--child", "shared", "--restart-limit", "1", "--listen", f"unix:{sock_dir}/s.sock",
+            "--", sys.executable, "-c", server, marker,
+        )  # fmt: skip
+        stderr = result.stderr.decode()
+        assert result.returncode == 75, stderr
+        assert "exited with status 1; restarting in" in stderr, stderr
+        assert "crash-looping: 2 unexpected exits within 60s (at most 1 allowed); last: pid" in stderr
+        assert "Traceback" not in stderr
+        await poll(lambda: processes_with(marker) == [])  # the sandboxes' orphans, once init reaps them
