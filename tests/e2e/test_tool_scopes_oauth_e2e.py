@@ -33,7 +33,7 @@ from oidc import AuthorizationServer, authorization_server
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 from conftest import REPO, BridgeProcess, bridge_process
-from rawhttp import RawHttp
+from rawhttp import RawHttp, post
 
 TIMEOUT = 60  # the provider, the bridge and its child start; a handful of calls per client
 EXAMPLE = str(REPO / "bridge" / "example_server.py")
@@ -43,6 +43,7 @@ GUARDED = "add"
 TOOLS = {"add", "ask_client", "blob", "echo", "notify", "progress", "sleep", "spawn_grandchild", "stats"}
 LEGACY_VERSION = "2025-11-25"
 INSUFFICIENT_SCOPE = -31005
+SESSION_NOT_FOUND = -32001  # the body of the 404 for an unknown session (channels/_http/server/endpoint.py)
 
 
 @asynccontextmanager
@@ -118,6 +119,92 @@ async def test_two_sdk_clients_with_different_scopes_on_one_shared_child_see_and
     log = bridge.log()
     assert f"tools/call of '{GUARDED}' refused: needs scope {ADMIN}" in log
     assert "Traceback" not in log
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+async def test_a_legacy_session_answers_a_token_with_other_scopes_with_404_and_a_refreshed_token_goes_on() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        async with (
+            authorization_server() as issuer,
+            scoped_bridge(issuer, "http://127.0.0.1:0/mcp") as bridge,
+        ):
+            url = bridge.addresses[0]
+            port = port_of(url)
+            opening = await issuer.token(url, [SCOPE])
+            refreshed = await issuer.token(url, [SCOPE])  # another token, the same principal
+            stepped_up = await issuer.token(url, [SCOPE, ADMIN])  # the same client, more scopes
+            assert len({opening, refreshed, stepped_up}) == 3
+
+            def bearer(token: str, session: str | None = None) -> list[tuple[str, str]]:
+                headers = [("authorization", f"Bearer {token}")]
+                return [*headers, ("mcp-session-id", session)] if session else headers
+
+            hello = {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            }
+            opened = await post(
+                port, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}, bearer(opening)
+            )
+            assert opened.status == 200, opened
+            session = opened.header("mcp-session-id")
+            assert session
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (await post(port, initialized, bearer(opening, session))).status == 202
+
+            calling = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": GUARDED, "arguments": {"a": 2, "b": 3}},
+            }
+            other = await post(port, calling, bearer(stepped_up, session))
+            assert other.status == 404, other  # as for an unknown session: the id is no key
+            assert other.json()["error"]["data"]["reason"] == "unknown-session" and other.json()["id"] == 2
+
+            listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}
+            same = await post(port, listing, bearer(refreshed, session))
+            assert same.status == 200, same  # the session lives on, for the principal that opened it
+            assert {tool["name"] for tool in same.messages()[0]["result"]["tools"]} == TOOLS - {GUARDED}
+
+            # What a client does with the token of more scopes: a new session (initialize again).
+            async with sdk_client(url, stepped_up, "legacy") as admin:
+                assert text_of(await admin.call_tool(GUARDED, {"a": 2, "b": 3})) == "5"
+    assert "Traceback" not in bridge.log()
+
+
+async def test_an_sdk_client_that_steps_up_its_token_mid_session_gets_session_not_found_and_a_modern_one_does_not() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        async with (
+            authorization_server() as issuer,
+            scoped_bridge(issuer, "http://127.0.0.1:0/mcp") as bridge,
+        ):
+            url = bridge.addresses[0]
+            plain_token = await issuer.token(url, [SCOPE])
+            admin_token = await issuer.token(url, [SCOPE, ADMIN])
+            for mode in ("legacy", "2026-07-28"):
+                async with (
+                    httpx2.AsyncClient(headers={"Authorization": f"Bearer {plain_token}"}) as http,
+                    Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+                ):
+                    assert GUARDED not in {tool.name for tool in (await client.list_tools()).tools}
+                    http.headers["Authorization"] = f"Bearer {admin_token}"  # the step-up
+                    if mode == "legacy":  # the session belongs to the first token's principal
+                        with pytest.raises(MCPError) as lost:
+                            await client.call_tool(GUARDED, {"a": 2, "b": 3})
+                        assert lost.value.code == SESSION_NOT_FOUND
+                        assert lost.value.error.data["reason"] == "unknown-session"
+                    else:  # no session: each request is checked with its own token
+                        assert text_of(await client.call_tool(GUARDED, {"a": 2, "b": 3})) == "5"
+    assert "Traceback" not in bridge.log()
 
 
 class WsClient:
