@@ -26,6 +26,7 @@ CHANNELS_NAMES = [
     "ConnectError",
     "ConnectOptions",
     "CredentialError",
+    "CredentialsRefused",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "FdAddress",
     "HandoffLock",

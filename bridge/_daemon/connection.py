@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from channels import HandshakeError, Incoming, MessageChannel, receive_batch
+from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, receive_batch
 
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess, open_child
@@ -112,7 +112,10 @@ class Connections:
                     counters.bytes_of_closed[1] += client.bytes_sent
         except HandshakeError as exc:
             counters.handshakes_failed += 1
-            logger.warning("%s: refused: %s", incoming.peer, exc)
+            # A client refused for its token is normal operation (INFO, as the HTTP listener's
+            # refused requests); a handshake that failed otherwise is worth a warning.
+            level = logging.INFO if isinstance(exc, CredentialsRefused) else logging.WARNING
+            logger.log(level, "%s: refused: %s", incoming.peer, exc)
         finally:
             release()
             if incoming.peer.transport == "stdio":

@@ -9,7 +9,8 @@ the per-connection relay (:mod:`.to_child`, :mod:`.to_client`) and shared mode
 
 * a ``tools/call`` of a tool the caller may not call is answered with ``-31005``
   (``insufficient-scope``, naming the tool and the scopes it lacks) and never reaches the child;
-* each ``tools/list`` reply (every page) lists only the tools the caller may call.
+* each ``tools/list`` reply (every page) lists only the tools the caller may call, and is marked
+  ``cacheScope: "private"`` (2026-07-28): what it lists depends on the caller.
 
 A tool that matches several patterns needs the scopes of all of them, so the order of the rules
 never weakens one: a broad rule cannot shadow a stricter one. A caller with no OAuth token (a
@@ -36,6 +37,9 @@ logger = logging.getLogger("bridge.scopes")
 # A scope as RFC 6749 §3.3 defines it: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), that is
 # printable ASCII but space, '"' and '\'. The scopes of a token are space-separated.
 _SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+# A 2026-07-28 result's cacheScope that forbids shared caches (the schema's CacheableResult:
+# "private" or "public", as HTTP's Cache-Control).
+PRIVATE = "private"
 
 
 @attrs.frozen
@@ -150,10 +154,13 @@ class ToolScopes:
         return insufficient_scope(message["id"], tool, scope)
 
     def filter_tools(self, result: object, scopes: frozenset[str]) -> object:
-        """A ``tools/list`` result (one page) without the tools ``scopes`` may not call.
+        """A ``tools/list`` result (one page) as a caller with ``scopes`` may see it.
 
-        ``result`` is returned as it is when nothing is hidden (or it is not a ``tools/list``
-        result); otherwise a copy with a shorter ``tools`` (``nextCursor`` and the rest kept).
+        The tools it may not call are left out; and a 2026-07-28 result's ``cacheScope``
+        ``"public"`` becomes ``"private"``: with rules, the list depends on the caller's token,
+        so no shared cache may serve one caller's list to another (the server could not know).
+        ``result`` is returned as it is when nothing changes (or it is not a ``tools/list``
+        result); otherwise a copy (``nextCursor``, ``ttlMs`` and the rest kept).
         """
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             return result
@@ -163,9 +170,12 @@ class ToolScopes:
             for tool in tools
             if not self.missing(tool.get("name") if isinstance(tool, dict) else None, scopes)
         ]
-        if len(kept) == len(tools):
-            return result
-        return {**result, "tools": kept}
+        changes: dict[str, object] = {}
+        if len(kept) != len(tools):
+            changes["tools"] = kept
+        if self.rules and "cacheScope" in result and result["cacheScope"] != PRIVATE:
+            changes["cacheScope"] = PRIVATE
+        return {**result, **changes} if changes else result
 
     def filter_reply(self, reply: JSONObject, scopes: frozenset[str]) -> JSONObject:
         """A reply to ``tools/list`` as a caller with ``scopes`` may see it (errors unchanged)."""

@@ -61,6 +61,7 @@ from .jsonrpc import (
     validate,
 )
 from .listener import (
+    CredentialsRefused,
     HandshakeError,
     Incoming,
     IncomingHandler,
@@ -111,6 +112,7 @@ __all__ = [
     "ConnectError",
     "ConnectOptions",
     "CredentialError",
+    "CredentialsRefused",
     "HandoffLock",
     "HandshakeError",
     "HttpOptions",

@@ -56,6 +56,18 @@ class HandshakeError(Exception):
     """
 
 
+class CredentialsRefused(HandshakeError):
+    """A connection refused for its credentials (its token: missing, wrong, expired, or short of a scope).
+
+    That is a WebSocket upgrade answered 401 or 403 for its token, or a newline channel whose first
+    message is not ``bridge/authenticate`` with a right token.
+
+    A refused client is normal operation, not a fault of the bridge's: the daemon logs it as one
+    INFO line, as the HTTP listener logs a refused request; other handshake failures (TLS, a
+    malformed upgrade, the deadline) are plain :class:`HandshakeError`, logged as warnings.
+    """
+
+
 class Incoming(trio.abc.AsyncResource):
     """A connection a listener has accepted, before its handshake.
 
@@ -260,7 +272,7 @@ async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-    raise HandshakeError(f"authentication failed: {problem}")
+    raise CredentialsRefused(f"authentication failed: {problem}")
 
 
 @final

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from http import HTTPStatus
 
 import attrs
 import trio
@@ -27,7 +28,7 @@ from websockets.uri import parse_uri
 from .._core.channel import PeerInfo
 from .._core.fdio import RECEIVE_SIZE
 from .._core.guard import Rejection, RequestGuard
-from .._core.listener import HandshakeError
+from .._core.listener import CredentialsRefused, HandshakeError
 from .._core.oauth import Principal
 from .._core.options import AccessDenied, ConnectError, ConnectOptions
 from .channel import WebSocketChannel
@@ -85,7 +86,8 @@ async def accept_upgrade(
         oauth: the OAuth check, after ``guard`` (which then checks Host and Origin only).
 
     Raises:
-        HandshakeError: the peer left, sent no valid upgrade request, or was refused.
+        CredentialsRefused: refused for its token (401, or 403 for a missing scope).
+        HandshakeError: the peer left, sent no valid upgrade request, or was refused otherwise.
     """
     protocol = ServerProtocol(
         max_size=max_message_bytes,
@@ -109,7 +111,8 @@ async def accept_upgrade(
     if isinstance(outcome, Rejection | WsRefusal):
         await _send_response(stream, protocol, _rejection(protocol, outcome))
         detail = outcome.log_text() if isinstance(outcome, WsRefusal) else outcome.message
-        raise HandshakeError(f"upgrade refused with {outcome.status}: {detail}")
+        refused = CredentialsRefused if _for_credentials(outcome) else HandshakeError
+        raise refused(f"upgrade refused with {outcome.status}: {detail}")
     response = protocol.accept(request)
     await _send_response(stream, protocol, response)
     if response.status_code != 101:
@@ -209,6 +212,17 @@ async def _read_request(stream: trio.abc.Stream, protocol: ServerProtocol) -> tu
                 pending = [protocol.reject(400, "Bad Request: not an HTTP request\n").serialize()]
             await _send_response(stream, protocol, None, pending)
             raise HandshakeError(f"not an upgrade request: {protocol.handshake_exc}")
+
+
+def _for_credentials(outcome: Rejection | WsRefusal) -> bool:
+    """Whether the upgrade was refused for its token (401, or OAuth's 403 insufficient scope).
+
+    A 403 of the guard is the Host or the Origin, and OAuth's 503 an unreachable issuer: not the
+    client's credentials.
+    """
+    if isinstance(outcome, WsRefusal):
+        return outcome.status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
+    return outcome.status == HTTPStatus.UNAUTHORIZED
 
 
 def _rejection(protocol: ServerProtocol, rejection: Rejection | WsRefusal) -> Response:

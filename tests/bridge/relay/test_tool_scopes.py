@@ -98,6 +98,19 @@ def test_a_tools_list_reply_with_nothing_to_hide_or_an_error_is_returned_as_it_i
     assert POLICY.filter_reply(error, NONE) is error
 
 
+def test_a_2026_07_28_tools_list_that_a_shared_cache_could_reuse_is_marked_private_even_with_nothing_hidden() -> (
+    None
+):
+    page = {"tools": [{"name": "echo"}], "ttlMs": 60000, "cacheScope": "public", "resultType": "complete"}
+    for scopes in (NONE, frozenset({"mcp:admin", "vault:read", "ops"})):
+        seen = POLICY.filter_tools(page, scopes)
+        assert seen == {**page, "cacheScope": "private"}  # the list depends on the caller's token
+    assert page["cacheScope"] == "public"  # the child's reply is not changed in place
+    private = {**page, "cacheScope": "private"}
+    assert POLICY.filter_tools(private, NONE) is private
+    assert ToolScopes().filter_tools(page, NONE) is page  # no rules: every caller sees the same list
+
+
 @pytest.mark.parametrize(
     ("rules", "message"),
     [

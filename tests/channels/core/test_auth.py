@@ -158,6 +158,7 @@ def guarded(**more) -> ListenOptions:
 async def test_a_tcp_client_without_a_token_is_answered_unauthorized_and_never_reaches_a_child(
     caplog,
 ) -> None:
+    caplog.set_level(logging.INFO)  # a refused client is normal operation, logged at INFO
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], listen_options=guarded()) as daemon:
             client = await LineClient.open(daemon.addresses[0])
@@ -186,6 +187,9 @@ async def test_a_tcp_client_with_a_wrong_token_is_refused_and_the_token_is_never
             assert result_text(await good.call(2, "echo", text="in")) == "in"
             await good.aclose()
     assert "wrong token" in caplog.text
+    # One INFO line, no traceback: a refused client is normal operation.
+    refused = [record for record in caplog.records if "authentication failed" in record.getMessage()]
+    assert [(record.levelno, record.exc_info) for record in refused] == [(logging.INFO, None)]
     assert "auth='test token'" in caplog.text  # which token was used, by its label
     assert wrong not in caplog.text and TOKEN not in caplog.text
 

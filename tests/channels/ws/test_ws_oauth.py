@@ -37,20 +37,27 @@ async def ws_bridge(issuer: AuthorizationServer, **settings: Any) -> AsyncIterat
         yield daemon
 
 
-async def upgrade(address: str, token: str | None) -> tuple[int, dict[str, str], Any]:
-    """A raw upgrade request: the status, headers (lower-case names) and JSON body of the answer."""
+async def upgrade(
+    address: str, token: str | None, *, websocket: bool = True
+) -> tuple[int, dict[str, str], Any]:
+    """A raw upgrade request: the status, headers (lower-case names) and JSON body of the answer.
+
+    With ``websocket=False``, a plain GET of the endpoint: no upgrade at all.
+    """
     host_port = address.split("/")[2]
     host, port = host_port.rsplit(":", 1)
     stream = await trio.open_tcp_stream(host, int(port))
     key = base64.b64encode(os.urandom(16)).decode()
-    lines = [
-        "GET /mcp HTTP/1.1",
-        f"Host: {host_port}",
-        "Upgrade: websocket",
-        "Connection: Upgrade",
-        f"Sec-WebSocket-Key: {key}",
-        "Sec-WebSocket-Version: 13",
-    ]
+    lines = ["GET /mcp HTTP/1.1", f"Host: {host_port}"]
+    if websocket:
+        lines += [
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+        ]
+    else:
+        lines.append("Connection: close")
     if token is not None:
         lines.append(f"Authorization: Bearer {token}")
     await stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode())
@@ -63,7 +70,8 @@ async def upgrade(address: str, token: str | None) -> tuple[int, dict[str, str],
     headers = {
         name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)
     }
-    return int(status_line.split()[1]), headers, json.loads(body) if body else None
+    is_json = headers.get("content-type", "").startswith("application/json")
+    return int(status_line.split()[1]), headers, json.loads(body) if body and is_json else body
 
 
 async def test_a_token_from_the_issuer_upgrades_and_calls_a_tool_as_its_principal(
@@ -128,7 +136,38 @@ async def test_bad_tokens_are_refused_before_the_upgrade_with_the_challenge_and_
                     pass  # pragma: no cover
 
 
-async def test_an_upgrade_while_the_issuer_is_down_gets_503_with_retry_after() -> None:
+def refusal_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if ": refused: " in record.getMessage()]
+
+
+async def test_an_upgrade_refused_for_its_token_is_one_info_line_and_a_failed_upgrade_stays_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    with trio.fail_after(TIMEOUT):
+        async with authorization_server() as issuer, ws_bridge(issuer, scopes=[SCOPE]) as daemon:
+            address = daemon.addresses[0]
+            for token, status in ((None, 401), (await issuer.token(address, ["mcp:other"]), 403)):
+                assert (await upgrade(address, token))[0] == status
+            await poll(lambda: len(refusal_records(caplog)) == 2)
+            # A valid token on a request that is no WebSocket upgrade: a failed handshake.
+            status, _, _ = await upgrade(address, await issuer.token(address, [SCOPE]), websocket=False)
+            assert status == 426
+            await poll(lambda: len(refusal_records(caplog)) == 3)
+            assert daemon.statistics().handshakes_failed == 3
+    refused = refusal_records(caplog)
+    assert [(record.levelno, record.exc_info) for record in refused[:2]] == [(logging.INFO, None)] * 2
+    assert "OAuth missing" in refused[0].getMessage()
+    assert "OAuth insufficient-scope" in refused[1].getMessage()
+    assert (
+        refused[2].levelno == logging.WARNING and "not a valid WebSocket upgrade" in refused[2].getMessage()
+    )
+    assert "Traceback" not in caplog.text
+
+
+async def test_an_upgrade_while_the_issuer_is_down_gets_503_with_retry_after_and_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with trio.fail_after(TIMEOUT):
         async with authorization_server() as issuer:
             await issuer.stop()
@@ -137,3 +176,6 @@ async def test_an_upgrade_while_the_issuer_is_down_gets_503_with_retry_after() -
                 status, headers, body = await upgrade(daemon.addresses[0], token)
                 assert status == 503 and headers["retry-after"] == "10"
                 assert body["error"]["data"]["reason"] == "issuer-unreachable"
+                await poll(lambda: bool(refusal_records(caplog)))
+    # Not the client's doing: the operator must hear of it.
+    assert [record.levelno for record in refusal_records(caplog)] == [logging.WARNING]
