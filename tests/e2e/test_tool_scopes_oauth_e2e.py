@@ -176,7 +176,10 @@ async def test_a_legacy_session_answers_a_token_with_other_scopes_with_404_and_a
             # What a client does with the token of more scopes: a new session (initialize again).
             async with sdk_client(url, stepped_up, "legacy") as admin:
                 assert text_of(await admin.call_tool(GUARDED, {"a": 2, "b": 3})) == "5"
-    assert "Traceback" not in bridge.log()
+    log = bridge.log()
+    # The operator sees why the client lost its session: one line, the session's id cut short.
+    assert log.count(f"session {session[:8]} refused: it was opened with another credential") == 1
+    assert session not in log and "Traceback" not in log
 
 
 async def test_an_sdk_client_that_steps_up_its_token_mid_session_gets_session_not_found_and_a_modern_one_does_not() -> (

@@ -207,7 +207,17 @@ class McpEndpoint:
         holder who learnt the id gets 404, as for an unknown session.
         """
         session = self.sessions.get(session_id.decode("latin-1"))
-        if session is None or session.closed or session.ended or not call.owns(session.peer):
+        if session is None or session.closed or session.ended:
+            raise _unknown_session(request_id)
+        if not call.owns(session.peer):
+            # Said once per refused request, so an operator can tell why a client lost its session
+            # (a token of other scopes, another client's); the session id is not logged whole.
+            logger.info(
+                "%s: session %s refused: it was opened with another credential (%s)",
+                call.peer,
+                session.session_id[:8],
+                session.peer.credential or "none",
+            )
             raise _unknown_session(request_id)
         return session
 
