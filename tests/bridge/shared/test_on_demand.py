@@ -20,7 +20,16 @@ import trio.testing
 from bridge import ChildSpec, Daemon, Limits, ServeConfig
 from bridge._child.supervisor import RestartPolicy, SupervisorState
 
-from conftest import EXAMPLE_SERVER, LineClient, call, example_server, poll, process_exists, result_text
+from conftest import (
+    EXAMPLE_SERVER,
+    LineClient,
+    call,
+    example_server,
+    poll,
+    process_exists,
+    result_text,
+    wait_until_gone,
+)
 
 TIMEOUT = 20
 IDLE = 3600.0  # virtual seconds: reached only by jumping the clock
@@ -74,10 +83,11 @@ async def test_an_on_demand_shared_child_starts_on_the_first_request_stops_in_mc
         await pass_idle_period(daemon, mock_clock)
         with trio.fail_after(TIMEOUT):
             await poll(lambda: daemon._shared is None)
-            # Closing stdin was enough (the example server exits on EOF: status 0, no signal), and
-            # the group's SIGKILL took the grandchild: nothing is left in /proc.
-            assert child.returncode == 0
-            assert not process_exists(child.pid) and not process_exists(grandchild)
+            # Closing stdin was enough (the example server exits on EOF: status 0, no signal): the
+            # child is reaped, and the group's SIGKILL takes the grandchild (its death is
+            # asynchronous, hence the wait): nothing is left in /proc.
+            assert child.returncode == 0 and not process_exists(child.pid)
+            await wait_until_gone(grandchild)
             assert daemon.statistics().children == 0 and daemon.statistics().idle_stops == 1
             assert daemon.healthy() and "idle (stopped on demand)" in daemon.describe()
             again = await LineClient.open(daemon.addresses[0])
