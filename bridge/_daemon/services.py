@@ -23,7 +23,7 @@ import trio
 
 from .._child.pool import ChildPool
 from .._child.process import open_child
-from .._child.supervisor import CrashLoop
+from .._child.supervisor import CrashLoop, SupervisorState
 from .._shared.eras import Era, probe_era
 from .._shared.mux import SharedChild
 from .config import ServeConfig
@@ -90,7 +90,7 @@ class ChildServices:
         """
         async with self._lock:
             on_demand = self.config.start == "on-demand"
-            if self.started and not (on_demand and any(ended.is_set() for ended in self._ended)):
+            if self.started and not (on_demand and self._given_up()):
                 return self.shared
             if self.started:  # the shared child was given up after a crash loop: start afresh
                 await self._stop_on_demand()
@@ -115,6 +115,11 @@ class ChildServices:
                 logger.info("[%s] started on demand", self.config.child.name)
             self.started = True
             return self.shared
+
+    def _given_up(self) -> bool:
+        """Whether the shared child was given up after a crash loop (or its run has ended)."""
+        failed = self.shared is not None and self.shared.supervisor.state is SupervisorState.FAILED
+        return failed or any(ended.is_set() for ended in self._ended)
 
     def pool_wanted(self) -> bool:
         """Whether connections may get children of their own (and so a warm pool serves them)."""
