@@ -93,7 +93,16 @@ async def run_load(
     kind = CONFIGS[name][2]
     address = bridge.address
     if options.kill_every > 0:
-        nursery.start_soon(guarded, tally, soak_faults.killer, bridge.pid, tally, options.kill_every, stop_at)
+        nursery.start_soon(
+            guarded,
+            tally,
+            soak_faults.killer,
+            bridge.pid,
+            tally,
+            options.kill_every,
+            stop_at,
+            bridge.child_peers,
+        )
     for index in range(options.clients):
         seed = hash((name, index)) & 0xFFFFFFFF
         if kind == "stream":

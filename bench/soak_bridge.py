@@ -26,6 +26,9 @@ READY_TIMEOUT_S = 30.0  # how long a bridge may take to listen (auto mode probes
 # slack for a loaded 2-core machine.
 DRAIN_BUDGET_S = 10.0 + 2.0 + 2.0 + 4.0
 LISTENING = re.compile(r"listening on (\S+)")
+# The bridge's INFO line for a per-connection child: "tcp 127.0.0.1:PORT: connected; child pid N".
+CONNECTED = re.compile(r"(?:tcp|ws) (\S+): connected; child pid (\d+)")
+CHILD_PEERS = 4096  # children remembered (a ten-minute run starts about 900 per configuration)
 LOG_TAIL = 30  # log lines kept for the report
 
 
@@ -45,6 +48,8 @@ class SoakBridge:
         self.notable: list[str] = []
         self.ready = trio.Event()
         self.exited_early = False
+        # child pid -> the peer ("127.0.0.1:PORT") of the connection it serves, from the log
+        self.child_peers: dict[int, str] = {}
 
     @property
     def pid(self) -> int:
@@ -85,6 +90,10 @@ class SoakBridge:
 
     def _log_line(self, line: str) -> None:
         self.tail.append(line)
+        if match := CONNECTED.search(line):
+            self.child_peers[int(match.group(2))] = match.group(1)
+            if len(self.child_peers) > CHILD_PEERS:
+                del self.child_peers[next(iter(self.child_peers))]
         if match := LISTENING.search(line):
             self.address = match.group(1)
             self.ready.set()

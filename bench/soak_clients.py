@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -85,6 +86,13 @@ class LineStream:
     async def aclose(self) -> None:
         await self.stream.aclose()
 
+    def peer(self) -> str | None:
+        """This connection as the bridge's log names it (``127.0.0.1:PORT``); None over Unix."""
+        if isinstance(self.stream, trio.SocketStream) and self.stream.socket.family == socket.AF_INET:
+            host, port = self.stream.socket.getsockname()
+            return f"{host}:{port}"
+        return None
+
 
 class WsStream:
     """JSON-RPC in WebSocket text messages, owned by its client.
@@ -109,6 +117,11 @@ class WsStream:
 
     async def aclose(self) -> None:
         await self.ws.aclose()
+
+    def peer(self) -> str | None:
+        """This connection as the bridge's log names it (``127.0.0.1:PORT``)."""
+        local = self.ws.local
+        return f"{local.address}:{local.port}" if isinstance(local, trio_websocket.Endpoint) else None
 
 
 def close_text(reason: trio_websocket.CloseReason | None) -> str:
@@ -206,7 +219,7 @@ async def stream_client(address: str, tally: Tally, seed: int, stop_at: float) -
 async def _run_stream_connection(
     conn: LineStream | WsStream, tally: Tally, rng: random.Random, ids: itertools.count[int], life_end: float
 ) -> None:
-    ledger = Ledger(tally)
+    ledger = Ledger(tally, conn.peer())
     ended = trio.Event()  # the bridge ended the connection
 
     async def reader() -> None:
@@ -236,6 +249,10 @@ async def _run_stream_connection(
                 except CLOSED_ERRORS:
                     ledger.unsent(request_id)  # the write failed: the client knows it went nowhere
                     raise
+                # Sent means written: under load the write can finish well after the call began
+                # (the connection's lock, a full socket buffer), and the closing window is judged
+                # by when the request could first reach the bridge.
+                record.sent_at = trio.current_time()
                 if kind == "cancel":
                     await trio.sleep(CANCEL_AFTER_S)
                     ledger.cancel(request_id)

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 import procfs
@@ -51,8 +52,12 @@ BAD_LINES: dict[str, bytes] = {
 }
 
 
-async def killer(pid: int, tally: Tally, every_s: float, stop_at: float) -> None:
-    """SIGKILL one child of the bridge ``pid`` every ``every_s`` until ``stop_at``."""
+async def killer(pid: int, tally: Tally, every_s: float, stop_at: float, peers: Mapping[int, str]) -> None:
+    """SIGKILL one child of the bridge ``pid`` every ``every_s`` until ``stop_at``.
+
+    ``peers`` maps a child's pid to the peer of the connection it serves (from the bridge's log);
+    the kill is noted against that connection too, for the closing window (:mod:`soak_tally`).
+    """
     rng = random.Random(pid)
     await trio.sleep(every_s * rng.uniform(0.5, 1.0))  # staggered over the configurations
     while trio.current_time() < stop_at:
@@ -62,6 +67,8 @@ async def killer(pid: int, tally: Tally, every_s: float, stop_at: float) -> None
             try:
                 os.kill(victim, signal.SIGKILL)
                 tally.kills.append(trio.current_time())
+                if (peer := peers.get(victim)) is not None:
+                    tally.killed_peers[peer] = trio.current_time()
                 tally.faults["child killed"] += 1
             except ProcessLookupError:
                 pass

@@ -6,8 +6,9 @@ connection: it records each request it sends and matches each reply by id, so th
 ends in exactly one of: answered in time, answered late, lost (its connection ended first),
 cancelled by the client (an answer is then optional: MCP lets a server drop it), or sent in the
 closing window of a connection whose child died (docs/design.md §5.1): after the connection's
-first ``child-exited`` error and within ``CLOSE_WINDOW_S`` of the bridge's close, a request may
-reach the bridge after it stopped reading, and then it goes unanswered by design.
+child was killed (or, where the soak cannot tell which connection a child served, after the
+connection's first ``child-exited`` error) and within ``CLOSE_WINDOW_S`` of the bridge's close, a
+request may reach the bridge after it stopped reading, and then it goes unanswered by design.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ REMEMBERED_IDS = 4096
 # what it reads for a bounded time, then half-closes; a request written in the last moments before
 # the client sees that close may arrive after the bridge stopped reading. On this loaded 2-core
 # machine a client sees the close up to about a second after the bridge sent it; a request sent
-# earlier than that, or before the connection's first child-exited error, must be answered.
+# earlier than that, or before its connection's child was killed, must be answered. A client with
+# no request in flight when its child died gets no child-exited error before the close: the kill
+# itself (which connection's child it was, the soak reads from the bridge's log) marks the start.
 CLOSE_WINDOW_S = 1.0
 CHILD_EXITED = "child-exited"
 
@@ -97,6 +100,8 @@ class Tally:
         self.failures: list[str] = []  # anything else that breaks a guarantee, one line each
         self.lost_examples: list[str] = []  # the first few requests lost
         self.kills: list[float] = []  # trio times at which this configuration's child was killed
+        # peer ("127.0.0.1:PORT") -> when the child serving that connection was killed
+        self.killed_peers: dict[str, float] = {}
         self.queue_allowance_s = 0.0  # added to every bound: the wait behind other clients (shared)
 
     @property
@@ -126,8 +131,9 @@ class Pending:
 class Ledger:
     """The requests of one connection, matched by id; written by its sender and its reader."""
 
-    def __init__(self, tally: Tally) -> None:
+    def __init__(self, tally: Tally, peer: str | None = None) -> None:
         self.tally = tally
+        self.peer = peer  # the bridge's name for this connection ("127.0.0.1:PORT"), if known
         self.pending: dict[Any, Pending] = {}
         self.child_exited_at: float | None = None  # the connection's first child-exited error
         self._answered: collections.OrderedDict[Any, None] = collections.OrderedDict()
@@ -187,10 +193,16 @@ class Ledger:
         sent in the closing window after its child died."""
         lost = 0
         now = trio.current_time()
+        died = [
+            at
+            for at in (self.child_exited_at, self.tally.killed_peers.get(self.peer or ""))
+            if at is not None
+        ]
+        child_died_at = min(died, default=None)
         for request_id, record in self.pending.items():
             in_window = (
-                self.child_exited_at is not None
-                and record.sent_at >= self.child_exited_at
+                child_died_at is not None
+                and record.sent_at >= child_died_at
                 and now - record.sent_at <= CLOSE_WINDOW_S
             )
             if in_window and not record.cancelled:

@@ -506,3 +506,49 @@ async def until_namespace_is_empty(namespace: str) -> None:
     """
     while processes_in(namespace):
         await trio.sleep(0.01)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``, this one excepted (a zombie's has none).
+
+    A sandbox's bwrap, its PID 1 and everything in it carry a marker put in the sandboxed
+    command's argv, even once the namespace they ran in is gone: what is left of a sandbox whose
+    namespace was never seen (one that crashed at start-up) is still found.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def sandbox_server(namespace: str) -> int:
+    """The host pid of the server in a sandbox: PID 2 of its namespace (PID 1 is bwrap's reaper)."""
+    for pid in processes_in(namespace):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspids = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        if nspids[-1] == "2":
+            return pid
+    raise AssertionError(f"no server in {namespace}")
+
+
+def session_leaders_in(namespace: str) -> list[int]:
+    """Processes of ``namespace`` that started a session of their own (setsid)."""
+    leaders = []
+    for pid in processes_in(namespace):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == pid:  # the session id, as this (the host's) namespace numbers it
+            leaders.append(pid)
+    return leaders

@@ -242,10 +242,15 @@ def sandboxed(sandbox: Sandbox, argv: Sequence[str], cwd: str | None, env: Mappi
 _checked: set[tuple[str, bool]] = set()
 
 
-def check_sandbox(sandbox: Sandbox, where: str = "--sandbox") -> None:
+def check_sandbox(sandbox: Sandbox, where: str = "--sandbox", bwrap_option: str = "--sandbox-bwrap") -> None:
     """Refuse, at start-up, a sandbox that cannot work: bwrap missing, or unable to sandbox.
 
     Runs ``true`` in the same sandbox (once per bwrap and network setting in a process).
+
+    Args:
+        sandbox: the settings.
+        where: the option or configuration key that asked for the sandbox, for the message.
+        bwrap_option: the option or key that names bwrap's path there, for the message's fix.
 
     Raises:
         ConfigError: naming ``where`` and the fix.
@@ -254,7 +259,7 @@ def check_sandbox(sandbox: Sandbox, where: str = "--sandbox") -> None:
     if bwrap is None:
         raise ConfigError(
             f"{where}: bubblewrap's {sandbox.bwrap!r} was not found, and a sandboxed server is never "
-            f"started without it; {INSTALL_BWRAP}, or name its path with --sandbox-bwrap"
+            f"started without it; {INSTALL_BWRAP}, or name its path with {bwrap_option}"
         )
     if (bwrap, sandbox.network) in _checked:
         return

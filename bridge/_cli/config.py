@@ -19,7 +19,7 @@ import attrs
 from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
-from .._child.sandbox import Sandbox
+from .._child.sandbox import Sandbox, find_bwrap
 from .._child.supervisor import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
@@ -311,13 +311,29 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
     return result
 
 
+def _describe_sandbox(sandbox: Sandbox | None) -> str:
+    """``"; sandboxed by /usr/bin/bwrap: no network, writable /srv/data, hidden /etc/x.toml"``."""
+    if sandbox is None:
+        return ""
+    parts = ["network" if sandbox.network else "no network"]
+    for what, paths in (
+        ("writable", sandbox.read_write),
+        ("readable", sandbox.read_only),
+        ("hidden", sandbox.hide),
+    ):
+        if paths:
+            parts.append(f"{what} {' '.join(paths)}")
+    return f"; sandboxed by {find_bwrap(sandbox) or sandbox.bwrap}: {', '.join(parts)}"
+
+
 def describe(configs: Mapping[str, ServeConfig]) -> list[str]:
-    """One line per server, for ``check-config``."""
+    """One line per server, for ``check-config``: command, listeners, mode, sandbox, tool scopes."""
     return [
         f"{name}: {' '.join(config.child.argv)} on "
         + ", ".join(str(address) for address in config.listen)
         + f" ({config.child_mode})"
         + (f"; on demand, stopped after {config.idle_stop:g}s idle" if config.start == "on-demand" else "")
+        + _describe_sandbox(config.child.sandbox)
         + "".join(
             f"; tools {rule.pattern} need {' '.join(sorted(rule.scopes))}"
             for rule in config.tool_scopes.rules

@@ -289,7 +289,7 @@ def _read_config(path: str, socket_dir: str, tap: str | None = None) -> dict[str
             config = configs[name] = attrs.evolve(config, child=attrs.evolve(config.child, sandbox=sandbox))
         _check_command(config.child)
         if sandbox is not None:
-            check_sandbox(sandbox, f"servers.{name}.sandbox")
+            check_sandbox(sandbox, f"servers.{name}.sandbox", f"servers.{name}.sandbox.bwrap")
     return configs
 
 

@@ -280,6 +280,15 @@ class Daemon:
                     chosen or self.config.listen_options,
                     max_message_bytes=self.config.limits.max_client_message,
                 )
+                if options.oauth is not None and not options.oauth.scopes_supported:
+                    # The metadata names every scope a client may need: the listener's own and
+                    # those of the per-tool rules (RFC 9728 §2, scopes_supported).
+                    supported = dict.fromkeys(
+                        [*options.oauth.scopes, *self.config.tool_scopes.scopes_supported]
+                    )
+                    options = attrs.evolve(
+                        options, oauth=attrs.evolve(options.oauth, scopes_supported=supported)
+                    )
                 listeners.extend(await address.listen(options))
         except BaseException:
             for listener in listeners:

@@ -8,6 +8,10 @@ import sys
 from datetime import UTC, datetime
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries whose INFO lines are about their own work, not the bridge's: httpx2 logs every
+# request the OAuth verifier makes (key sets, introspection) at INFO. Their warnings still show,
+# and --log-level debug shows everything.
+QUIET_LIBRARIES = ("httpx2", "httpcore2")
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,3 +41,6 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler])
+    if level.upper() != "DEBUG":
+        for name in QUIET_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)

@@ -108,9 +108,10 @@ async def linger(client: MessageChannel) -> None:
     """Half-close ``client``, then read and drop what it sends until it closes, within bounds.
 
     Ends at the client's end of input, after :data:`LINGER_TIME`, or once :data:`LINGER_BYTES`
-    were read; returns at once if the channel cannot half-close (WebSocket, whose closing
-    handshake tells the client instead) or is already broken. Does not close ``client`` (its owner
-    does); nothing may be sent on it afterwards.
+    were read; returns at once if the channel cannot half-close (WebSocket, whose channel lingers
+    the same way after its close frame when closed) or is already broken. A ``tls:`` connection
+    half-closes with TLS's ``close_notify``. Does not close ``client`` (its owner does); nothing
+    may be sent on it afterwards.
     """
     try:
         await client.send_eof()

@@ -104,7 +104,7 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def challenge(denied: Denied, resource_metadata_url: str | None) -> str:
+def challenge(denied: Denied, resource_metadata_url: str | None, required_scope: str = "") -> str:
     """The ``WWW-Authenticate`` value for a refusal.
 
     - 401 without a token (and 503): ``Bearer resource_metadata="URL"``
@@ -112,10 +112,14 @@ def challenge(denied: Denied, resource_metadata_url: str | None) -> str:
       resource_metadata="URL"``
     - 403: ``Bearer error="insufficient_scope", scope="a b", resource_metadata="URL"``
 
+    A 401 also names ``scope="..."``, the scopes every request needs, when there are any: the
+    MCP authorization spec asks servers to, so that a client asks for them in its first token.
+
     Args:
         denied: the verdict.
         resource_metadata_url: where the protected-resource metadata is served (RFC 9728 §5.1),
             or ``None`` to leave the parameter out (then a bare ``Bearer`` for a missing token).
+        required_scope: the listener's required scopes, space-separated (``""`` for none).
     """
     params = []
     if denied.error is not None:
@@ -124,6 +128,8 @@ def challenge(denied: Denied, resource_metadata_url: str | None) -> str:
             params.append(f"scope={_quoted(_NOT_RFC6750.sub('', denied.scope or ''))}")
         else:
             params.append(f"error_description={_quoted(_NOT_RFC6750.sub('?', denied.description))}")
+    if denied.status == 401 and required_scope:
+        params.append(f"scope={_quoted(_NOT_RFC6750.sub('', required_scope))}")
     if resource_metadata_url is not None:
         params.append(f"resource_metadata={_quoted(resource_metadata_url)}")
     return "Bearer " + ", ".join(params) if params else "Bearer"

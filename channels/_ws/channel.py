@@ -29,15 +29,21 @@ import trio
 from websockets.protocol import Protocol, State
 
 from .._core.channel import CloseReason, PeerInfo
-from .._core.fdio import discard_unread
+from .._core.fdio import discard_unread, receive_some
 from .._core.jsonrpc import JSONObject, decode
 from .._core.stream import DEFAULT_MAX_MESSAGE_BYTES
 from .receiver import FrameReceiver
 
 logger = logging.getLogger("channels.websocket")
 
-# How long a closing handshake may take before the connection is simply cut.
+# How long a closing handshake may take before the connection is simply cut: the close frame's
+# write and the wait for the peer's answering close frame together. Apache httpd's lingering close
+# reads a departing client for up to 2 s (SECONDS_TO_LINGER), as the bridge's relay does.
 CLOSE_TIMEOUT = 2.0
+# Most bytes read and dropped while waiting for the peer's close frame: what the socket buffers
+# between the two ends can hold (Linux's defaults: 128 KiB for a TCP receive buffer, tcp_rmem), with
+# room to spare; a peer still sending after that is closed on (and reset).
+CLOSE_READ_BYTES = 1024 * 1024
 # RFC 6455 §5.5: a control frame's payload is at most 125 bytes, two of which hold the code.
 MAX_CLOSE_REASON_BYTES = 123
 
@@ -252,10 +258,15 @@ class WebSocketChannel(FrameReceiver):
 
         The stream is closed whatever happens (cancellation included).
 
-        The peer's answering close frame is not awaited (RFC 6455 §7.1.1 lets either side end
-        TCP; waiting would hold every close up for a peer that no task reads). What has already
-        arrived is read first, so that closing does not reset the connection (RST) and throw
-        away the close frame before the peer reads it.
+        When this side starts the closing handshake (the owner closes an open connection and no
+        task is receiving), it then reads and drops what the peer still sends until the peer's
+        answering close frame or its end (RFC 6455 §7.1.1: the server closes TCP after both close
+        frames), within ``CLOSE_TIMEOUT`` and ``CLOSE_READ_BYTES``; a cancellation cuts that
+        wait short. A peer may have written more messages before it read the close frame: a
+        socket closed while they arrive is reset by Linux, and the reset destroys what the peer
+        had not read yet (the last replies and the close frame itself), docs/design.md §5.1.
+        Otherwise what has already arrived is read and dropped before closing, for the same
+        reason.
 
         ``by_owner``: the channel's owner closed it (operations then raise
         ``ClosedResourceError``); otherwise the channel broke (keepalive) and raise ``_end``.
@@ -266,14 +277,35 @@ class WebSocketChannel(FrameReceiver):
         try:
             if self._sending or self._write_broken:
                 return  # a send is stuck mid-frame: no close frame can follow it
+            answer_awaited = by_owner and not self._receiving and self._protocol.state is State.OPEN
             with trio.move_on_after(CLOSE_TIMEOUT) as scope:
                 scope.shield = True
                 if self._protocol.state is State.OPEN:
                     self._protocol.send_close(reason.value, _short(detail))
-                if isinstance(self._stream, trio.SocketStream) and self._receive_fd is not None:
-                    discard_unread(self._receive_fd())  # a plain socket; TLS drops its own
+                if not answer_awaited:
+                    self._discard_unread()
                 await self._write(b"".join(self._protocol.data_to_send()), eof=True)
+            if answer_awaited and not scope.cancelled_caught:
+                with trio.move_on_at(scope.deadline):
+                    await self._drop_until_close_frame()
+                self._discard_unread()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             await trio.aclose_forcefully(self._stream)
+
+    def _discard_unread(self) -> None:
+        if isinstance(self._stream, trio.SocketStream) and self._receive_fd is not None:
+            discard_unread(self._receive_fd())  # a plain socket; TLS drops its own
+
+    async def _drop_until_close_frame(self) -> None:
+        """Read and drop what the peer sends until its close frame or its end, or enough bytes."""
+        protocol = self._protocol
+        start = self.bytes_received
+        while protocol.close_rcvd is None and self.bytes_received - start < CLOSE_READ_BYTES:
+            data = await receive_some(self._stream, self._receive_fd)
+            if not data:
+                return
+            self.bytes_received += len(data)
+            self._receive_bytes(data)  # whole frames to the library, which sees the close frame
+            protocol.events_received()  # dropped: the channel is closed

@@ -36,6 +36,7 @@ class WsRefusal:
     """How an upgrade is refused for its token: status, headers and JSON-RPC error body."""
 
     denied: Denied
+    required_scope: str = ""
 
     @property
     def status(self) -> int:
@@ -46,7 +47,8 @@ class WsRefusal:
         return f"{HTTPStatus(self.denied.status).phrase}: {self.denied.description}"
 
     def headers(self) -> list[tuple[str, str]]:
-        headers = [("Content-Type", "application/json"), ("WWW-Authenticate", challenge(self.denied, None))]
+        value = challenge(self.denied, None, self.required_scope)
+        headers = [("Content-Type", "application/json"), ("WWW-Authenticate", value)]
         if self.denied.status == 503:
             headers.append(("Retry-After", RETRY_AFTER))
         return headers
@@ -92,4 +94,4 @@ class WsOAuth:
                 return WsRefusal(Denied(503, None, "the server is stopping", "shutting-down"))
         if isinstance(verdict, Accepted):
             return verdict.principal
-        return WsRefusal(verdict)
+        return WsRefusal(verdict, " ".join(self.verifier.settings.scopes))

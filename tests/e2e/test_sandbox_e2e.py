@@ -1,12 +1,15 @@
 """``mcp-bridge --sandbox`` as a whole process: an MCP round trip with a venv's Python in the
-sandbox, exit 78 without bwrap, sandbox options from the command line and the configuration file,
-and no process of the sandbox left after the daemon's own SIGTERM, or after it is SIGKILLed."""
+sandbox, exit 78 without bwrap, sandbox options from the command line and the configuration file
+(and ``check-config``'s report of them), and no process of the sandbox left after the daemon's own
+SIGTERM, after it is SIGKILLed, or after its shared child crash-loops (exit 75)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,9 @@ from conftest import (
     LineClient,
     bridge_process,
     bwrap_or_skip,
+    poll,
     processes_in,
+    processes_with,
     request,
     sandbox_namespace,
     until_namespace_is_empty,
@@ -157,3 +162,76 @@ path = "{tmp_path}/box.sock"
     path.write_text(path.read_text().replace("rw = [", "rw = 5, x = ["))
     with pytest.raises(ConfigError, match=r"servers\.box\.sandbox\.rw: expected a list"):
         config_file.read(str(path))
+
+
+async def test_a_sandboxed_shared_child_crashing_at_start_up_makes_the_daemon_exit_75_leaving_no_sandbox(
+    sock_dir: Path,
+) -> None:
+    bwrap_or_skip()
+    marker = f"mb-crash-loop-{uuid.uuid4().hex}"  # in bwrap's, the server's and the grandchild's argv
+    server = (
+        "import subprocess, sys\n"
+        "subprocess.Popen(['setsid', sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])\n"
+        "sys.exit(1)\n"
+    )
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge(
+            "--sandbox", "--child", "shared", "--restart-limit", "1", "--listen", f"unix:{sock_dir}/s.sock",
+            "--", sys.executable, "-c", server, marker,
+        )  # fmt: skip
+        stderr = result.stderr.decode()
+        assert result.returncode == 75, stderr
+        assert "exited with status 1; restarting in" in stderr, stderr
+        assert "crash-looping: 2 unexpected exits within 60s (at most 1 allowed); last: pid" in stderr
+        assert "Traceback" not in stderr
+        await poll(lambda: processes_with(marker) == [])  # the sandboxes' orphans, once init reaps them
+
+
+def sandboxed_config(tmp_path: Path, sandbox: str) -> Path:
+    path = tmp_path / "bridge.toml"
+    path.write_text(
+        f"""
+[servers.box]
+command = ["{sys.executable}", "-c", "pass"]
+sandbox = {sandbox}
+
+[[servers.box.listeners]]
+kind = "unix"
+path = "{tmp_path}/box.sock"
+"""
+    )
+    return path
+
+
+async def test_check_config_reports_a_servers_sandbox(tmp_path: Path) -> None:
+    bwrap_or_skip()
+    data = tmp_path / "data"
+    data.mkdir()
+    path = sandboxed_config(tmp_path, f'{{ rw = ["{data}"], ro = ["{REPO}"], network = true }}')
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge("check-config", str(path))
+    assert result.returncode == 0, result.stderr.decode()
+    (line,) = result.stdout.decode().splitlines()
+    bwrap = shutil.which("bwrap")
+    assert line.endswith(
+        f"(auto); sandboxed by {bwrap}: network, writable {data}, readable {REPO}, hidden {path}"
+    ), line
+    path = sandboxed_config(tmp_path, "{}")
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge("check-config", str(path))
+    assert result.stdout.decode().endswith(f"; sandboxed by {bwrap}: no network, hidden {path}\n")
+
+
+async def test_check_config_without_bwrap_exits_78_naming_the_servers_sandbox_key(tmp_path: Path) -> None:
+    path = sandboxed_config(tmp_path, '{ bwrap = "/nonexistent/bwrap" }')
+    with trio.fail_after(TIMEOUT):
+        result = await run_bridge("check-config", str(path))
+    stderr = result.stderr.decode()
+    assert result.returncode == 78, stderr
+    assert result.stdout == b""
+    (line,) = stderr.splitlines()
+    assert line.endswith(
+        "servers.box.sandbox: bubblewrap's '/nonexistent/bwrap' was not found, and a sandboxed "
+        "server is never started without it; install bubblewrap (apt-get install bubblewrap), or "
+        "name its path with servers.box.sandbox.bwrap"
+    ), line

@@ -140,7 +140,8 @@ class HttpOAuth:
     ) -> HttpRefusal:
         """The answer to a refused token, logged (one INFO line: peer, outcome, why)."""
         logger.info("%s: %s %s refused: OAuth %s: %s", peer, method, path, denied.outcome, denied.description)
-        headers = [(b"www-authenticate", challenge(denied, self.metadata_url).encode())]
+        value = challenge(denied, self.metadata_url, " ".join(self.settings.scopes))
+        headers = [(b"www-authenticate", value.encode())]
         if denied.status == 503:
             headers.append((b"retry-after", RETRY_AFTER))
         phrase = HTTPStatus(denied.status).phrase

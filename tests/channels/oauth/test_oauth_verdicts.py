@@ -28,6 +28,15 @@ def test_a_token_without_the_required_scopes_is_challenged_with_insufficient_sco
     )
 
 
+def test_a_401_names_the_scopes_every_request_needs_so_the_client_asks_for_them_first() -> None:
+    assert challenge(missing(), URL, "mcp:tools mcp:read") == (
+        f'Bearer scope="mcp:tools mcp:read", resource_metadata="{URL}"'
+    )
+    expired = invalid("expired", "the access token has expired")
+    assert 'scope="mcp:tools"' in challenge(expired, URL, "mcp:tools")
+    assert "scope" not in challenge(unreachable("down"), URL, "mcp:tools")
+
+
 def test_an_unreachable_issuer_is_a_503_challenged_like_a_missing_token() -> None:
     denied = unreachable("the issuer is down")
     assert (denied.status, denied.error, denied.outcome) == (503, None, "issuer-unreachable")
