@@ -21,7 +21,7 @@ from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, pa
 from .._child.process import ChildSpec
 from .._child.sandbox import Sandbox, find_bwrap
 from .._child.supervisor import RestartPolicy
-from .._daemon.config import ServeConfig
+from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
 from .._relay.scopes import ToolScopes, tool_rules
@@ -255,8 +255,15 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             raise ConfigError(f"{where}.listeners: a server needs at least one listener")
         if server.child not in CHILD_MODES:
             raise ConfigError(f"{where}.child: expected one of {', '.join(CHILD_MODES)}")
-        if server.start not in ("eager", "lazy"):
-            raise ConfigError(f'{where}.start: expected "eager" or "lazy"')
+        if server.start not in ("eager", "lazy", "on-demand"):
+            raise ConfigError(f'{where}.start: expected "eager", "lazy" or "on-demand"')
+        idle_stop = IDLE_STOP
+        if server.idle_stop is not None:
+            if server.start != "on-demand":
+                raise ConfigError(f'{where}.idle_stop: only with start = "on-demand"')
+            idle_stop = parse_duration(server.idle_stop, field=f"{where}.idle_stop")
+            if idle_stop <= 0:
+                raise ConfigError(f"{where}.idle_stop: expected a positive duration such as 10m")
         for field, least in (("prespawn", 0), ("restart_limit", 0)):
             if getattr(server, field) < least:
                 raise ConfigError(f"{where}.{field}: expected a whole number, at least {least}")
@@ -297,6 +304,7 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             prespawn=server.prespawn,
             child_mode=server.child,
             start=server.start,
+            idle_stop=idle_stop,
             restart_policy=RestartPolicy(crash_limit=server.restart_limit, crash_window=window),
             tool_scopes=ToolScopes(tool_rules(server.tool_scopes, f"{where}.tool_scopes")),
         )
@@ -324,6 +332,7 @@ def describe(configs: Mapping[str, ServeConfig]) -> list[str]:
         f"{name}: {' '.join(config.child.argv)} on "
         + ", ".join(str(address) for address in config.listen)
         + f" ({config.child_mode})"
+        + (f"; on demand, stopped after {config.idle_stop:g}s idle" if config.start == "on-demand" else "")
         + _describe_sandbox(config.child.sandbox)
         + "".join(
             f"; tools {rule.pattern} need {' '.join(sorted(rule.scopes))}"

@@ -137,6 +137,7 @@ class ServerEntry:
     cwd: str | None = None
     child: str = "auto"
     start: str = "eager"
+    idle_stop: str | None = None
     prespawn: int = 0
     restart_limit: int = RestartPolicy().crash_limit
     restart_window: str | None = None

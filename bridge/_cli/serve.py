@@ -22,7 +22,7 @@ from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse
 from .._child.process import ChildSpec
 from .._child.sandbox import check_sandbox
 from .._child.supervisor import RestartPolicy
-from .._daemon.config import ServeConfig
+from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits
 from .._ops.fleet import run_fleet
@@ -137,6 +137,10 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
             "--prespawn keeps children for per-connection mode; with --child shared "
             "there is one child, started before the listeners accept"
         )
+    if options.idle_stop is not None and options.start != "on-demand":
+        raise ConfigError("--idle-stop: only with --start on-demand (the child is stopped when idle)")
+    if options.idle_stop is not None and options.idle_stop <= 0:
+        raise ConfigError(f"--idle-stop: expected a positive duration such as 10m, not {options.idle_stop:g}")
     policy = RestartPolicy(crash_limit=options.restart_limit, crash_window=options.restart_window)
     return ServeConfig(
         listen=addresses,
@@ -147,6 +151,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         child_mode=options.child,
         restart_policy=policy,
         start=options.start,
+        idle_stop=options.idle_stop if options.idle_stop is not None else IDLE_STOP,
         tool_scopes=build_tool_scopes(options.tool_scope),
     )
 

@@ -14,6 +14,7 @@ import argparse
 from channels import HttpOptions, address_schemes
 
 from .._child.supervisor import RestartPolicy
+from .._daemon.config import IDLE_STOP
 from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
@@ -132,10 +133,18 @@ def _add_child(child: Group) -> None:
     )
     child.add_argument(
         "--start",
-        choices=["eager", "lazy"],
+        choices=["eager", "lazy", "on-demand"],
         default="eager",
-        help="shared and auto modes: start (and probe) the child before "
-        "accepting (eager, default) or on the first connection (lazy)",
+        help="start (and probe) the shared child before accepting (eager, default), on the "
+        "first connection (lazy), or on the first connection and stop it (and empty "
+        "--prespawn's pool) after --idle-stop with none (on-demand)",
+    )
+    child.add_argument(
+        "--idle-stop",
+        type=duration("--idle-stop"),
+        metavar="DURATION",
+        help=f"with --start on-demand: stop the child after this long with no client "
+        f"(default: {IDLE_STOP / 60:g}m)",
     )
     child.add_argument(
         "--restart-limit",

@@ -1,8 +1,9 @@
 """The daemon: listeners, children per connection or shared, graceful stop; and the embedding API.
 
-``daemon`` runs it (listeners, the child mode, the stop sequence), ``connection`` serves each
-accepted connection, ``statistics`` counts, ``config`` says what to serve; ``api`` is the embedding
-API.
+``daemon`` runs it (listeners, the stop sequence), ``services`` starts and stops its shared child
+and warm pool (eagerly, lazily or on demand, counting users with ``usage``), ``connection`` serves
+each accepted connection, ``statistics`` counts, ``config`` says what to serve; ``api`` is the
+embedding API.
 
 Import rule: ``channels`` and every ``bridge`` room above ``_ops``: ``_errors``, ``_limits``,
 ``_child``, ``_relay`` and ``_shared``.

@@ -13,6 +13,13 @@ from .._child.supervisor import RestartPolicy
 from .._limits import Limits
 from .._relay.scopes import ToolScopes
 
+# With start = "on-demand", the child is stopped after this long with no client connected. Ten
+# minutes, the figure issue 17 gives: a person pausing between prompts (reading a reply, editing)
+# is seldom away longer, so an interactive session does not pay a restart (seconds for an npx
+# server) at each pause, while a host with twenty configured servers runs only those used this
+# quarter hour. systemd's socket-activated services that exit on idle pick the same order.
+IDLE_STOP = 600.0
+
 
 def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
     return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
@@ -41,16 +48,20 @@ class ServeConfig:
             ``initialize``).
         restart_policy: how the shared child is restarted (backoff, crash-loop limit).
         start: ``"eager"``: the shared child is started (and, for ``auto``, the server probed)
-            before the listeners accept; ``"lazy"``: on the first connection.
+            before the listeners accept; ``"lazy"``: on the first connection; ``"on-demand"``: on
+            the first connection too, and stopped again (the warm pool emptied) after
+            ``idle_stop`` seconds with no connection, to start again on the next one.
+        idle_stop: with ``start="on-demand"``, how long the daemon goes with no connection before
+            it stops its child (seconds; :data:`IDLE_STOP` by default); ignored otherwise.
         tool_scopes: the OAuth scopes each tool needs (:class:`ToolScopes`, or a mapping such as
             ``{"delete_*": ["mcp:admin"]}``), checked in every child mode against the scopes of
             each caller's access token (``peer.scopes``); a caller without one holds none.
             ``tool_scopes.scopes_supported`` is what protected-resource metadata may publish.
 
-    ``child_mode`` and ``start`` are not validated: pass one of the values listed.
-
     Raises:
         channels.AddressError: an address text in ``listen`` is malformed.
+        ValueError: ``child_mode`` or ``start`` is not one of the values listed, or ``idle_stop``
+            is not positive.
     """
 
     listen: tuple[Address, ...] = attrs.field(converter=_addresses)
@@ -66,5 +77,6 @@ class ServeConfig:
         validator=attrs.validators.in_(("per-connection", "shared", "auto")),
     )
     restart_policy: RestartPolicy = RestartPolicy()
-    start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy")))
+    start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy", "on-demand")))
+    idle_stop: float = attrs.field(default=IDLE_STOP, validator=attrs.validators.gt(0))
     tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, converter=_tool_scopes)

@@ -35,6 +35,7 @@ from .._relay.writers import BATCH
 from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .statistics import Counters, evicted
+from .usage import Usage
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -54,7 +55,9 @@ class Connections:
         stop_now: set on an immediate stop (a child started after it is hurried).
         ensure_started: resolves the child mode and starts the shared child, once; returns the
             shared child, or None when each connection gets its own.
-        pool: the warm pool of prespawned children, if any.
+        pool: the warm pool of prespawned children now, if any (on demand it comes and goes).
+        usage: counts each connection while it is served (the on-demand idle stop waits for
+            none).
         tap: where to record every message to and from clients, if anywhere.
         request_metrics: where to count and time requests, if anywhere.
         stop: begins the daemon's graceful stop (the one stdio connection ending does).
@@ -65,7 +68,8 @@ class Connections:
     stopping: trio.Event
     stop_now: trio.Event
     ensure_started: Callable[[], Awaitable[SharedChild | None]]
-    pool: ChildPool | None
+    pool: Callable[[], ChildPool | None]
+    usage: Usage
     tap: Tap | None
     request_metrics: RequestMetrics | None
     stop: Callable[[], None]
@@ -134,6 +138,10 @@ class Connections:
 
     async def _serve_client(self, client: MessageChannel) -> str:
         """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
+        with self.usage.using():
+            return await self._serve_counted(client)
+
+    async def _serve_counted(self, client: MessageChannel) -> str:
         try:
             shared = await self.ensure_started()
             if shared is not None and self.config.child_mode == "auto":
@@ -169,7 +177,8 @@ class Connections:
 
         Either way it is stopped in MCP order when the block ends.
         """
-        lease = self.pool.take() if self.pool is not None else None
+        pool = self.pool()
+        lease = pool.take() if pool is not None else None
         if lease is None:
             async with open_child(self.config.child, self.config.limits) as child:
                 yield child, ""

@@ -3,7 +3,8 @@
 Task tree (one visible tree, trio style)::
 
     Daemon.run
-    ├── services: the shared child (SharedChild.run), eagerly or at the first connection
+    ├── services: the shared child (SharedChild.run), eagerly or at the first connection;
+    │   with start = "on-demand" also the warm pool, and the idle stop (_stop_when_idle)
     ├── accepting: serve_listeners over every listener        (cancelled when stopping)
     └── connections: one Connections.handle task per accepted channel (and an HTTP listener's)
         └── open_child → Relay.run                             (its own nursery of pumps)
@@ -14,7 +15,8 @@ with ``-32000``), answers whatever is left, and stops every child in MCP order. 
 still busy ``STOP_GRACE`` after the drain deadline (a client that does not read its last replies) is
 cancelled; its child is still stopped in order, because that part is shielded.
 
-This module holds the daemon's life (run, the child mode, the stop sequence); serving one
+This module holds the daemon's life (run, the stop sequence); starting and stopping the shared
+child and the warm pool (eagerly, lazily, on demand) is :mod:`.services`'; serving one
 connection is :mod:`.connection`'s, the counters are :mod:`.statistics`', what to serve is
 :mod:`.config`'s.
 """
@@ -30,14 +32,13 @@ import trio
 from channels import ListenError, MessageListener, serve_listeners
 
 from .._child.pool import ChildPool
-from .._child.process import open_child
 from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
-from .._shared.eras import Era, probe_era
 from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .connection import Connections
+from .services import ChildServices
 from .statistics import Counters, DaemonStatistics
 
 logger = logging.getLogger("bridge.daemon")
@@ -74,19 +75,30 @@ class Daemon:
     _stop_now: trio.Event = attrs.field(init=False, factory=trio.Event)
     _finished: trio.Event = attrs.field(init=False, factory=trio.Event)
     _connections_scope: trio.CancelScope | None = attrs.field(init=False, default=None)
-    _pool: ChildPool | None = attrs.field(init=False, default=None)
-    _shared: SharedChild | None = attrs.field(init=False, default=None)
-    _services: trio.Nursery | None = attrs.field(init=False, default=None)
-    _started: bool = attrs.field(init=False, default=False)
     _listeners: list[MessageListener] = attrs.field(init=False, factory=list)
-    _start_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
-    mode: str = attrs.field(init=False, default="per-connection")
-    """The child mode in use, once :meth:`run` has started.
-
-    ``auto`` is resolved when the server is probed: before the listeners accept with
-    ``start="eager"``, at the first connection with ``"lazy"``.
-    """
     _counters: Counters = attrs.field(init=False, factory=Counters)
+    _children: ChildServices = attrs.field(init=False)
+
+    @_children.default
+    def _make_children(self) -> ChildServices:
+        return ChildServices(self.config, self._stopping, self._counters, mode=self.config.child_mode)
+
+    @property
+    def mode(self) -> str:
+        """The child mode in use, once :meth:`run` has started.
+
+        ``auto`` is resolved when the server is probed: before the listeners accept with
+        ``start="eager"``, at the first connection with ``"lazy"`` or ``"on-demand"``.
+        """
+        return self._children.mode
+
+    @property
+    def _shared(self) -> SharedChild | None:
+        return self._children.shared
+
+    @property
+    def _pool(self) -> ChildPool | None:
+        return self._children.pool
 
     def statistics(self) -> DaemonStatistics:
         """A snapshot of the counters; cheap, callable at any time (also after :meth:`run`)."""
@@ -107,6 +119,10 @@ class Daemon:
         clients = f"{stats.connections} client{'s' if stats.connections != 1 else ''}"
         if self._stopping.is_set():
             return f"stopping: {clients} left, {stats.requests_in_flight} requests in flight"
+        if self._children.idle:
+            if self._children.stopped_on_demand:
+                return f"serving {clients}; idle (stopped on demand), starts on the next request"
+            return f"serving {clients}; idle (not started yet), starts on the first request"
         if self._shared is not None:
             supervisor = self._shared.supervisor.statistics()
             child = f"child pid {supervisor.child_pid}" if supervisor.child_pid else "no child"
@@ -118,10 +134,12 @@ class Daemon:
         """Whether the daemon is fit to be kept alive by a watchdog.
 
         True while it runs, unless a shared child is failing or waiting out a restart's backoff.
+        A daemon whose child is idle (``start = "on-demand"``, not started or stopped after
+        ``idle_stop``) is healthy: the next connection starts it.
         """
         if self.stopped:
             return False
-        if self._shared is None:
+        if self._shared is None or self._children.idle:
             return True
         return self._shared.supervisor.state is SupervisorState.READY
 
@@ -198,72 +216,40 @@ class Daemon:
         await self._finished.wait()
 
     async def _run(self, task_status: trio.TaskStatus[list[str]]) -> None:
-        self.mode = self.config.child_mode
         listeners = await self._open_listeners()
         try:
             async with trio.open_nursery() as services:
-                # The shared child lives here, beside the connections; with --start lazy the
-                # first connection starts it, hence the nursery kept on self (the visible
-                # causality break trio's design asks such code to mark).
-                self._services = services
+                # The shared child lives here, beside the connections; with --start lazy or
+                # on-demand the first connection starts it, hence the nursery handed to
+                # ChildServices (the visible causality break trio's design asks such code to mark).
+                self._children.nursery = services
                 if self.config.start == "eager":
-                    await self._ensure_started()
+                    await self._children.ensure_started()
+                elif self.config.start == "on-demand":
+                    services.start_soon(self._children.stop_when_idle)
                 await self._serve(listeners, task_status)
-                if self._shared is not None:
-                    self._shared.stop()
+                self._children.close()
         finally:
             self._listeners = []
             for listener in listeners:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
 
-    async def _ensure_started(self) -> SharedChild | None:
-        """Resolve ``auto`` and start the shared child, once; return it (None: no shared child).
-
-        Raises:
-            ChildStartError: the child could not be started (lazily: the connection that found
-                out is refused, the next one tries again).
-        """
-        async with self._start_lock:
-            if self._started:
-                return self._shared
-            self.mode = await self._choose_mode()
-            if self.mode == "shared":
-                assert self._services is not None
-                shared = SharedChild(
-                    self.config.child,
-                    self.config.limits,
-                    self._stopping,
-                    self.config.restart_policy,
-                    self.config.tool_scopes,
-                )
-                await self._services.start(shared.run)
-                self._shared = shared
-            self._started = True
-            return self._shared
-
-    async def _choose_mode(self) -> str:
-        if self.config.child_mode != "auto":
-            return self.config.child_mode
-        async with open_child(self.config.child, self.config.limits) as child:
-            probe = await probe_era(child)
-        mode = "shared" if probe.era is Era.MODERN else "per-connection"
-        logger.info("child mode %s: %s", mode, probe.reason)
-        return mode
-
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
-            if self.config.prespawn and (self.mode == "per-connection" or self.config.child_mode == "auto"):
-                self._pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
-                await connections.start(self._pool.run)
+            children = self._children
+            if self.config.prespawn and self.config.start != "on-demand" and children.pool_wanted():
+                children.pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
+                await connections.start(children.pool.run)
             handler = Connections(
                 self.config,
                 self._counters,
                 self._stopping,
                 self._stop_now,
-                ensure_started=self._ensure_started,
-                pool=self._pool,
+                ensure_started=children.ensure_started,
+                pool=lambda: children.pool,
+                usage=children.usage,
                 tap=self.tap,
                 request_metrics=self.request_metrics,
                 stop=self.stop,

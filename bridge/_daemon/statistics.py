@@ -44,6 +44,8 @@ class DaemonStatistics:
             (a second reply to one request, or an id nobody sent), since start.
         oauth_tokens: OAuth access tokens checked since start, by ``(listener, outcome)``: every
             outcome of each listener with OAuth, zeros included (docs/security.md, "OAuth").
+        idle_stops: with ``start = "on-demand"``, how often the child (and warm pool) was
+            stopped after ``idle_stop`` with no client, since start.
     """
 
     connections: int
@@ -61,6 +63,7 @@ class DaemonStatistics:
     sessions_evicted: int = 0
     stray_replies: int = 0
     oauth_tokens: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    idle_stops: int = 0
 
 
 @attrs.define(eq=False)
@@ -82,7 +85,9 @@ class Counters:
         children: the per-connection children running now.
         garbage_of_stopped_children: junk lines dropped from children already stopped.
         evicted_of_closed: evicted sessions (clients whose ``evicted`` is true) already closed.
-        strays_of_ended: stray replies dropped by relays already ended.
+        strays_of_ended: stray replies dropped by relays (and shared children) already ended.
+        restarts_of_stopped: restarts of shared children stopped on demand.
+        idle_stops: on-demand stops after ``idle_stop`` with no client.
     """
 
     connections: int = 0
@@ -97,6 +102,14 @@ class Counters:
     garbage_of_stopped_children: int = 0
     evicted_of_closed: int = 0
     strays_of_ended: int = 0
+    restarts_of_stopped: int = 0
+    idle_stops: int = 0
+
+    def fold(self, shared: SharedChild | None) -> None:
+        """A shared child stopped on demand: keep what it counted in the totals."""
+        if shared is not None:
+            self.restarts_of_stopped += shared.supervisor.restarts
+            self.strays_of_ended += shared.stray_replies
 
     def snapshot(
         self, shared: SharedChild | None, pool: ChildPool | None, listeners: Sequence[MessageListener] = ()
@@ -116,7 +129,8 @@ class Counters:
             prespawned=len(pool.ready) if pool is not None else 0,
             child_garbage_lines=self.garbage_of_stopped_children
             + sum(child.garbage_lines for child in self.children),
-            child_restarts=shared.supervisor.restarts if shared is not None else 0,
+            child_restarts=self.restarts_of_stopped
+            + (shared.supervisor.restarts if shared is not None else 0),
             bytes_from_clients=self.bytes_of_closed[0]
             + sum(client.bytes_received for client in self.clients),
             bytes_to_clients=self.bytes_of_closed[1] + sum(client.bytes_sent for client in self.clients),
@@ -126,6 +140,7 @@ class Counters:
             + sum(relay.stray_replies for relay in self.relays)
             + (shared.stray_replies if shared is not None else 0),
             oauth_tokens=oauth_tokens(listeners),
+            idle_stops=self.idle_stops,
         )
 
 

@@ -143,6 +143,12 @@ def render(
             "child_restarts_total", "counter", "Restarts of the shared child.", [(base, stats.child_restarts)]
         ),
         _family(
+            "child_idle_stops_total",
+            "counter",
+            'Children stopped after idle_stop with no client (start = "on-demand").',
+            [(base, stats.idle_stops)],
+        ),
+        _family(
             "child_dropped_lines_total",
             "counter",
             "Lines from children dropped because they were not JSON-RPC.",

@@ -240,6 +240,21 @@ class SharedChild:
         for client_key in list(self._clients.by_key):
             self.fail_client(client_key, reason)
 
+    async def end_everyone(self, reason: str, detail: str) -> None:
+        """Disconnect every client: the child was given up.
+
+        Their requests in flight are answered with ``-32000`` and ``reason``, and what is queued
+        for them gets ``send_timeout`` to be sent, first.
+        """
+        for client_key in list(self._clients.by_key):
+            self.fail_client(client_key, reason)
+        with trio.move_on_after(self.limits.send_timeout):
+            for client in list(self._clients.by_key.values()):
+                while client.unsent and client.ending is None:
+                    await client.wait_changed()
+        for client in list(self._clients.by_key.values()):
+            self._clients.drop(client, reason, detail)
+
     async def _detach(self, client: Client) -> None:
         detached = self._router.detach(client.key)
         messages: list[JSONObject] = [

@@ -1,0 +1,55 @@
+"""Who is using the daemon's child right now: the count ``start = "on-demand"`` stops it by.
+
+Every connection the daemon serves is a user from before its child is started (or looked up) until
+it has ended, so "no user" means no client connected and no request in flight: a Streamable HTTP
+request of a modern client is a connection of its own for as long as it runs, and a legacy
+session is one until it ends. :meth:`Usage.idle_for` is what the daemon's idle stop waits on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+import trio
+
+
+@attrs.define(eq=False)
+class Usage:
+    """A count of users, and a wait for it to stay at zero for a while.
+
+    Owned by the daemon; :meth:`using` is called by whoever serves a connection.
+    """
+
+    users: int = 0
+    _changed: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    @contextmanager
+    def using(self) -> Iterator[None]:
+        """Count one user while the block runs."""
+        self._change(+1)
+        try:
+            yield
+        finally:
+            self._change(-1)
+
+    def _change(self, delta: int) -> None:
+        self.users += delta
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def idle_for(self, seconds: float) -> None:
+        """Return once there has been no user for ``seconds`` on end.
+
+        Any user coming or going starts the period again (one that came and went left at the
+        end of its request). The caller checks :attr:`users` again under its own lock before
+        acting, since a user may come at any checkpoint after this returns.
+        """
+        while True:
+            while self.users:
+                await self._changed.wait()
+            with trio.move_on_after(seconds) as period:
+                await self._changed.wait()
+            if period.cancelled_caught:
+                return
