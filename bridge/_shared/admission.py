@@ -6,7 +6,8 @@ client or when the client has too many, and a ``tools/call`` the client's scopes
 answered from the cached handshake; a request that arrives while the child restarts waits up to
 ``CHILD_READY_TIMEOUT`` for it. A request admitted gets a wire id (the router's) and, with a
 request timeout, a deadline: :meth:`Admission.expire_requests` answers it with ``-32001`` when
-the deadline passes.
+the deadline passes, and cancels it at the child separately, as the child reads (docs/design.md
+§5.1): a child that reads nothing holds up no client's answer.
 """
 
 from __future__ import annotations
@@ -64,14 +65,24 @@ class Admission:
     # also deadline order); wire ids are never reused, so a stale entry is simply not found.
     _deadlines: deque[tuple[float, int]] = attrs.field(init=False, factory=deque)
     _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # Cancellations of requests that timed out, not written to the child yet: at most
+    # max_in_flight (as many as one client may have at the child), the oldest dropped beyond. A
+    # child that reads nothing for that long loses a cancellation, which only asks it to stop
+    # early: its late reply is dropped either way.
+    _cancellations: deque[JSONObject] = attrs.field(init=False)
+    _cancellation_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    def __attrs_post_init__(self) -> None:
+        self._cancellations = deque(maxlen=self.limits.max_in_flight)
 
     def child_ready(self) -> None:
         """A child is serving: requests go to it."""
         self._ready.set()
 
     def child_gone(self) -> None:
-        """The child is gone: requests wait for the next one."""
+        """The child is gone: requests wait for the next one (and its requests need no cancelling)."""
         self._ready = trio.Event()
+        self._cancellations.clear()
 
     async def admit(self, client: Client, message: JSONObject) -> JSONObject | None:
         """The child's copy of a client message, or None if it is answered or dropped here."""
@@ -146,34 +157,53 @@ class Admission:
     ) -> None:
         """Expire requests still at the child after ``timeout``; run it only with a timeout.
 
-        Their client gets ``-32001`` and the child ``notifications/cancelled`` (through
-        ``send_to_child``); a late reply is then dropped.
+        Their client gets ``-32001`` at once (queued, nothing here waits for a client); the child
+        gets ``notifications/cancelled`` through ``send_to_child`` from a task of its own, as it
+        reads: a child that reads nothing holds up neither this answer nor the next timeout, and
+        a request taken from the router is answered before anything can cancel this task. The
+        child's late reply, if any, is dropped.
         """
-        while True:
-            while not self._deadlines:
-                self._deadline_added = trio.Event()
-                await self._deadline_added.wait()
-            deadline, wire = self._deadlines[0]
-            await trio.sleep_until(deadline)
-            self._deadlines.popleft()
-            owner = self._router.take(wire)
-            if owner is None:
-                continue  # answered, cancelled, or its client left
-            client_key, request_id = owner
-            logger.info("[%s] request %r timed out after %gs", self.name, request_id, timeout)
-            await send_to_child(
-                [
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_cancellations, send_to_child)
+            while True:
+                while not self._deadlines:
+                    self._deadline_added = trio.Event()
+                    await self._deadline_added.wait()
+                deadline, wire = self._deadlines[0]
+                await trio.sleep_until(deadline)
+                self._deadlines.popleft()
+                owner = self._router.take(wire)
+                if owner is None:
+                    continue  # answered, cancelled, or its client left
+                client_key, request_id = owner
+                logger.info("[%s] request %r timed out after %gs", self.name, request_id, timeout)
+                self._deliver(
+                    client_key,
+                    error_response(
+                        request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
+                    ),
+                    256,
+                )
+                self._cancellations.append(
                     {
                         "jsonrpc": "2.0",
                         "method": "notifications/cancelled",
                         "params": {"requestId": wire, "reason": f"timed out after {timeout:g}s"},
                     }
-                ]
-            )
-            self._deliver(
-                client_key,
-                error_response(
-                    request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout
-                ),
-                256,
-            )
+                )
+                self._cancellation_added.set()
+
+    async def _send_cancellations(
+        self, send_to_child: Callable[[Sequence[JSONObject]], Awaitable[bool]]
+    ) -> None:
+        """Write the cancellations of requests that timed out to the child, as it reads them.
+
+        With no child to write to (it is restarting), they are dropped: its requests went with it.
+        """
+        while True:
+            while not self._cancellations:
+                self._cancellation_added = trio.Event()
+                await self._cancellation_added.wait()
+            cancellations = list(self._cancellations)
+            self._cancellations.clear()
+            await send_to_child(cancellations)

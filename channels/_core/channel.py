@@ -110,9 +110,11 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
       written). A cancelled send may have written the message or not, as with ``send_all``.
     * ``aclose()`` always closes, is idempotent, and wakes a task blocked in ``receive()``.
     * :attr:`peer` says who is on the other end.
-    * With :attr:`send_timeout` set, a send that cannot complete within that many seconds raises
-      :class:`~channels.SendTimeout` and the channel stays broken (slow-reader protection without a
-      cancel scope around every send: the deadline is only armed when a send has to wait).
+    * With :attr:`send_timeout` set, a send during which the peer accepts nothing for that many
+      seconds raises :class:`~channels.SendTimeout` and the channel stays broken (slow-reader
+      protection without a cancel scope around every send: the deadline is only armed when a send
+      has to wait). It bounds the time without progress, not the whole send: each 64 KiB piece
+      gets the whole timeout (docs/design.md §6).
 
     Cancellation: a cancelled ``receive()`` loses no message (the next call returns it). A cancelled
     ``send()`` may have written all of the message, part of it or nothing, as with ``send_all``;
@@ -133,7 +135,8 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     opening and closing are routine: the bridge logs them at debug level, not info."""
 
     send_timeout: float | None = None
-    """Seconds a send may wait for the peer to accept data, or ``None`` (the default) for no limit.
+    """Seconds a send may wait for the peer to accept more data (each 64 KiB piece of it), or ``None``
+    (the default) for no limit.
     Implementations that do not support it leave it ``None``."""
 
     idle_timeout: float | None = None

@@ -151,18 +151,27 @@ PROGRESS_PIECE = 65536
 
 
 async def send_all_progressing(
-    stream: trio.abc.SendStream, data: memoryview, timeout: float, on_progress: Callable[[], object]
+    stream: trio.abc.SendStream,
+    data: memoryview,
+    timeout: float | None,
+    on_progress: Callable[[], object] | None = None,
 ) -> bool:
-    """``stream.send_all(data)`` in pieces, each given at most ``timeout`` seconds.
+    """``stream.send_all(data)`` in pieces, each given at most ``timeout`` seconds if set.
 
-    The deadline is on time without progress, not on the whole write: a client that reads a
-    large write slowly but steadily is not cut off. ``on_progress()`` is called after each piece.
+    The deadline is on time without progress, not on the whole write: a peer that reads a large
+    write slowly but steadily is not cut off, one that stops reading is, ``timeout`` seconds
+    after the last piece it took. ``on_progress()``, if given, is called after each piece. With
+    no ``timeout`` the write is one ``send_all``, as the pieces would only cost time.
 
     Returns True if a piece's time ran out: then part of ``data`` may be on the wire, and the
     caller must write nothing more to ``stream``.
     """
+    if timeout is None and on_progress is None:
+        await stream.send_all(data)
+        return False
     for start in range(0, len(data), PROGRESS_PIECE):
         if await send_all_within(stream, data[start : start + PROGRESS_PIECE], timeout):
             return True
-        on_progress()
+        if on_progress is not None:
+            on_progress()
     return False

@@ -16,7 +16,7 @@ import trio
 
 from .channel import MessageChannel, PeerInfo
 from .errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
-from .fdio import receive_fd_getter, receive_some, send_all_within, send_fd_getter, write_now
+from .fdio import receive_fd_getter, receive_some, send_all_progressing, send_fd_getter, write_now
 from .framing import LineFramer, Oversized
 from .jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
 from .tlsstream import TLS_STREAMS, TlsSocketStream
@@ -269,7 +269,9 @@ class StreamChannel(MessageChannel):
             self._sending = False
 
     async def _send_rest(self, data: memoryview) -> None:
-        if await send_all_within(self._stream, data, self.send_timeout):
+        # send_timeout bounds the time without progress, not the whole write: a peer reading a
+        # large message slowly but steadily is not too slow (docs/design.md §6).
+        if await send_all_progressing(self._stream, data, self.send_timeout):
             self._broken = True  # part of a line may be on the wire: nothing may follow it
             raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
 

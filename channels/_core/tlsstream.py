@@ -16,6 +16,7 @@ half-close, for a lingering close. Clients keep ``trio.SSLStream``.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -71,6 +72,9 @@ class TlsSocketStream(trio.abc.Stream):
         self._handshaken = False
         self._write_broken = False
         self._eof_sent = False
+        # After our goodbye, OpenSSL met the peer's data where it looked for the peer's, and no
+        # longer decrypts: what comes is read as it is, for a lingering close to drop (send_eof).
+        self._undecryptable = False
         self._receiving = False
         self._sending = False
         self._closed = False
@@ -167,6 +171,11 @@ class TlsSocketStream(trio.abc.Stream):
             self._receiving = False
 
     def _recv(self, max_bytes: int) -> bytes:
+        if self._undecryptable:
+            try:
+                return os.read(self._ssl.fileno(), max_bytes)
+            except BlockingIOError:
+                raise ssl.SSLWantReadError from None
         try:
             return self._ssl.recv(max_bytes)
         except ssl.SSLZeroReturnError:
@@ -233,6 +242,11 @@ class TlsSocketStream(trio.abc.Stream):
         ``close_notify`` (RFC 8446 §6.1 allows it; a TLS 1.2 peer answers with its goodbye). Does
         not wait for the peer's. Nothing may be written afterwards (``trio.ClosedResourceError``).
 
+        Read after it only to drop what comes (a lingering close): if the peer's data was already
+        in the socket, OpenSSL, looking for the peer's goodbye after sending its own, meets it
+        and stops decrypting; :meth:`receive_some` then returns the bytes as they arrive (TLS
+        records, not the peer's data) until the peer closes.
+
         Raises:
             trio.BrokenResourceError: the connection failed.
             trio.ClosedResourceError: the stream was closed, or the write side already shut.
@@ -264,6 +278,12 @@ class TlsSocketStream(trio.abc.Stream):
             self._ssl.unwrap()
         except ssl.SSLWantReadError:
             pass
+        except ssl.SSLError as exc:
+            if exc.reason != "APPLICATION_DATA_AFTER_CLOSE_NOTIFY":
+                raise
+            # The alert is out (OpenSSL names the error after it); then it read the peer's data
+            # instead of its goodbye and gave up on reading. Reads are now the socket's own.
+            self._undecryptable = True
 
     async def wait_send_all_might_not_block(self) -> None:
         """Wait until the socket can take more."""

@@ -4,7 +4,8 @@
 used alone. A server writes its unmasked text frames itself (:func:`~channels._ws.frames.text_frame_header`);
 a client's masked frames, pings, pongs and the close frame are the ``websockets`` library's. Every
 write first goes to the socket synchronously (:func:`~channels._core.fdio.write_now`) and only
-what the kernel did not take waits in ``send_all``, under :attr:`send_timeout`.
+what the kernel did not take waits in ``send_all``, in 64 KiB pieces each under
+:attr:`send_timeout` (a bound on time without progress, not on the whole write).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from websockets.protocol import Protocol, Side, State
 
 from .._core.channel import MessageChannel
 from .._core.errors import InvalidMessage, SendTimeout
-from .._core.fdio import send_all_within, send_fd_getter, write_now
+from .._core.fdio import send_all_progressing, send_fd_getter, write_now
 from .._core.jsonrpc import JSONObject, encode, validate
 from .._core.lock import HandoffLock
 from .frames import text_frame_header
@@ -133,7 +134,9 @@ class FrameSender(MessageChannel):
             self._write_lock.release()
 
     async def _write_rest(self, data: memoryview) -> None:
-        if await send_all_within(self._stream, data, self.send_timeout):
+        # send_timeout bounds the time without progress, not the whole write: a peer reading a
+        # large frame slowly but steadily is not too slow (docs/design.md §6).
+        if await send_all_progressing(self._stream, data, self.send_timeout):
             # Part of a frame may be on the wire: nothing may follow it, not even a close frame.
             self._write_broken = True
             await trio.aclose_forcefully(self._stream)

@@ -32,6 +32,7 @@ import attrs
 import trio
 
 from ..._core.fdio import RECEIVE_SIZE, send_all_progressing, send_fd_getter, write_now
+from ..._core.tlsstream import TlsSocketStream
 from .request import (
     DISCARD_BYTES,
     MAX_HEAD_BYTES,
@@ -375,12 +376,15 @@ class HttpConnection:
         A client that sends its whole body before reading (httpx, Node's fetch) would get a
         reset, not the answer, if the connection closed with its bytes unread (RFC 9112 §9.6).
         Ends at the client's close, after ``discard_time`` in all, ``discard_idle`` without a
-        byte, or :data:`~channels._http.server.request.DISCARD_BYTES` read.
+        byte, or :data:`~channels._http.server.request.DISCARD_BYTES` read. Over https:// the shut
+        is TLS's ``close_notify`` (``TlsSocketStream.send_eof``), within ``send_timeout``: the
+        client sees the end now, not at the close, ``discard_time`` later.
         """
-        if isinstance(self.stream, trio.abc.HalfCloseableStream):
+        if isinstance(self.stream, trio.abc.HalfCloseableStream | TlsSocketStream):
             try:
-                await self.stream.send_eof()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                with trio.fail_after(self.limits.send_timeout):
+                    await self.stream.send_eof()
+            except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return
         start = self.bytes_received
         with trio.move_on_after(self.limits.discard_time):

@@ -167,3 +167,26 @@ async def test_after_send_eof_the_peer_reads_the_end_and_what_it_sends_is_still_
             while chunk := await server.receive_some():
                 received += chunk
             assert received == b"still sending"
+
+
+async def test_send_eof_while_the_peer_is_still_sending_says_goodbye_and_reads_on_until_the_peer_closes(
+    tls_files: TlsFiles,
+) -> None:
+    # What the peer sent before the goodbye is in the socket, unread: OpenSSL, looking for the
+    # peer's close_notify after sending its own, meets application data instead and gives up
+    # reading (APPLICATION_DATA_AFTER_CLOSE_NOTIFY). The goodbye is out by then; send_eof must
+    # not fail, and reading must go on (for a lingering close, which drops what it reads).
+    with trio.fail_after(TIMEOUT):
+        async with tls_pair(tls_files) as (server, client):
+            await client.send_all(b"a request the server has not read yet\n" * 1000)
+            await server.send_all(b"last words")
+            await trio.testing.wait_all_tasks_blocked()  # what the client sent has arrived
+            await server.send_eof()
+            received = b""
+            while chunk := await client.receive_some():
+                received += chunk
+            assert received == b"last words"  # then the end: close_notify, not a broken stream
+            await client.send_all(b"still sending")
+            await client.aclose()
+            while await server.receive_some():  # read on, to the client's end: no failure
+                pass
