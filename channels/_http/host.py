@@ -146,7 +146,7 @@ class HttpHost:
         Nothing is registered until its ``listen(options)``; see :class:`HttpMountAddress`.
 
         Raises:
-            AddressError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
+            ListenError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
                 not an absolute path of safe segments (no dot segments, no ``%``, no query).
         """
         problem = check_server_name(name)
@@ -154,7 +154,7 @@ class HttpHost:
             path = f"{self.prefix}/{name}/mcp" if path is None else path
             problem = check_mount_path(path)
         if problem is not None:
-            raise AddressError(f"{self._address}: {problem}")
+            raise ListenError(f"{self._address}: {problem}")
         assert path is not None
         return HttpMountAddress(self, name, path)
 
