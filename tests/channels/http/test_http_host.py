@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from bridge import ChildSpec, Daemon, ServeConfig
-from channels import HttpHost, HttpOptions, Incoming, ListenError, ListenOptions, TokenSet
+from channels import HttpHost, HttpOptions, Incoming, ListenError, ListenOptions, TokenSet, connect
 
 from conftest import call, example_server, poll, request
 from rawhttp import POST_HEADERS, RawHttp, Response, post
@@ -159,6 +159,24 @@ async def test_each_mount_serves_its_metadata_at_its_own_path_suffixed_well_know
                 "/.well-known/oauth-protected-resource",  # the bare path: which server's?
             ):
                 assert (await get(setup.port, target)).status == 404, target
+
+
+async def test_a_mount_address_connects_as_a_client_and_equals_only_the_same_hosts_name_and_path() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hosted({"alpha": ListenOptions()}) as setup:
+            address = setup.host.mount_address("alpha")
+            assert str(address) == f"http://127.0.0.1:{setup.port}/servers/alpha/mcp"
+            assert address == setup.host.mount_address("alpha", "/servers/alpha/mcp")
+            assert address != setup.host.mount_address("alpha", "/other/mcp")
+            assert address != setup.host.mount_address("beta")
+            async with connect(address) as channel:
+                await channel.send(initialize())
+                assert (await channel.receive())["result"]["protocolVersion"] == LEGACY
+            other = await HttpHost.open("http://127.0.0.1:0", ListenOptions())
+            try:
+                assert other.mount_address("alpha") != address
+            finally:
+                await other.aclose()
 
 
 # -- the index ---------------------------------------------------------------------------------------
