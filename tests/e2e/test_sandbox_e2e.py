@@ -150,7 +150,7 @@ path = "{tmp_path}/box.sock"
     )
     from bridge._cli.serve import _read_config
 
-    sandbox = _read_config(str(path), "/run/mcp-bridge")["box"].child.sandbox
+    sandbox = _read_config(str(path), "/run/mcp-bridge").servers["box"].child.sandbox
     assert sandbox == Sandbox(
         network=True, read_write=(str(data),), read_only=(str(REPO),), hide=(str(path),)
     )
