@@ -7,26 +7,28 @@ bridge is not a connection but a session, a request or an SSE stream (see
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import NoReturn, Self, final
+from typing import Any, NoReturn, Self, final
 
 import attrs
 import trio
 
 from .._core.address import Address, AddressError, register_address_kind
-from .._core.channel import MessageChannel, PeerInfo
+from .._core.channel import MessageChannel
 from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
 from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
+from .._core.ticker import Ticker
 from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
 from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
-from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
+from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners
+from .accepting import HttpSocket
 from .client.channel import open_http_client
+from .server.front import HttpFront
 from .server.oauth import HttpOAuth
 from .server.service import HttpService
 
@@ -34,35 +36,34 @@ logger = logging.getLogger("channels.http")
 # What an https:// listener offers in TLS's protocol negotiation: HTTP/1.1 only (no h2).
 ALPN_PROTOCOLS = ("http/1.1",)
 
-# What trio.serve_listeners treats as "out of resources, try again": the process or system is out
-# of file descriptors, or the kernel of buffer memory.
-ACCEPT_CAPACITY_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY = 0.1  # seconds, as trio.serve_listeners sleeps
-
 
 @final
 class HttpListener(MessageListener):
-    """Serves MCP over HTTP on one socket; owns the socket (not the service, which it shares)."""
+    """Serves MCP over HTTP on one socket; owns the socket (not the front nor the service, shared).
+
+    The front (connections, their limits) and the service (the MCP endpoint, its sessions and
+    checks) are shared by every listener of one address: a host name may bind several sockets.
+    """
 
     def __init__(
         self,
         listener: trio.SocketListener,
+        front: HttpFront,
         service: HttpService,
         tls: ServerTls | None,
         *,
         address: str | None = None,
         keepalive: TcpKeepalive | None = None,
     ) -> None:
-        self._listener = listener
+        self._front = front
         self._service = service
         self._tls = tls
-        self._keepalive = keepalive
-        self._unix = listener.socket.family == socket.AF_UNIX
         if address is None:
             host, port = listener.socket.getsockname()[:2]
             endpoint = service.endpoint
             address = f"{endpoint.scheme}://{format_host_port(host, port)}{endpoint.path}"
         self._address = address
+        self._socket = HttpSocket(listener, service.endpoint.scheme, tls, keepalive, address)
 
     @property
     def address(self) -> str:
@@ -89,51 +90,18 @@ class HttpListener(MessageListener):
         responses in progress finish; idle keep-alive connections close and new requests get
         503 from then on.
         """
-        service = self._service
+        service, front = self._service, self._front
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(service.mcp.reap_idle_sessions)
-                await service.start_background(handler_nursery)
+                service.attach(handler, handler_nursery)
+                await front.start_ticker(handler_nursery)
+                await service.start_oauth(handler_nursery)
                 task_status.started()
-                while True:
-                    # At most MAX_CONNECTIONS TCP connections at once: beyond, new ones wait in
-                    # the kernel's backlog rather than cost memory and file descriptors here.
-                    slot = await service.connection_slot()
-                    try:
-                        stream, peer = await self._accept()
-                    except BaseException:
-                        service.release_slot(slot)
-                        raise
-                    handler_nursery.start_soon(
-                        service.serve_connection, stream, peer, handler, handler_nursery, slot
-                    )
+                await self._socket.accept_into(front, handler_nursery)
         finally:
+            front.stop()
             service.stop()
-
-    async def _accept(self) -> tuple[trio.abc.Stream, PeerInfo]:
-        """The next connection.
-
-        Retried after a pause when out of file descriptors (EMFILE...), as
-        ``trio.serve_listeners`` does, so that a connection flood never ends the daemon.
-        """
-        while True:
-            try:
-                if self._unix:  # an activated Unix socket: a local reverse proxy's
-                    return await self._listener.accept(), PeerInfo(
-                        self._service.endpoint.scheme, self._address
-                    )
-                return await accept_tcp(
-                    self._listener,
-                    self._service.endpoint.scheme,
-                    self._tls,
-                    https_compatible=True,
-                    keepalive=self._keepalive,
-                )
-            except OSError as exc:
-                if exc.errno not in ACCEPT_CAPACITY_ERRORS:
-                    raise
-                logger.error("%s: accept failed (%s); retrying in %gs", self._address, exc, ACCEPT_RETRY)
-                await trio.sleep(ACCEPT_RETRY)
 
     @property
     def oauth_outcomes(self) -> Mapping[str, int] | None:
@@ -141,16 +109,23 @@ class HttpListener(MessageListener):
         return oauth.verifier.outcomes if oauth is not None else None
 
     async def aclose(self) -> None:
-        await self._listener.aclose()
+        await self._socket.listener.aclose()
 
 
-def _service(
-    endpoint: Endpoint, loopback: bool, options: ListenOptions, bound: Endpoint, address: object
+def http_service(
+    endpoint: Endpoint,
+    loopback: bool,
+    options: ListenOptions,
+    bound: Endpoint,
+    address: object,
+    ticker: Ticker,
+    **kwargs: Any,
 ) -> HttpService:
-    """The service of one HTTP address, with its Host, Origin, token and OAuth checks.
+    """The service of one HTTP endpoint, with its Host, Origin, token and OAuth checks.
 
     ``options.http.cors_origins`` are allowed origins too. OAuth's default audience is the
-    canonical URI of ``bound`` (the endpoint with the port it was bound to).
+    canonical URI of ``bound`` (the endpoint with the port it was bound to). ``kwargs`` go to
+    :class:`HttpService`.
 
     Raises:
         ListenError: OAuth without an audience on a wildcard bind.
@@ -166,7 +141,22 @@ def _service(
     if options.oauth is not None:
         settings = resolve_audience(options.oauth, bound, address)
         oauth = HttpOAuth(settings, options.tokens, endpoint.path)
-    return HttpService(endpoint, guard, options, oauth)
+    return HttpService(endpoint, guard, options, ticker, oauth, **kwargs)
+
+
+def single_service(
+    endpoint: Endpoint, loopback: bool, options: ListenOptions, bound: Endpoint, address: object
+) -> tuple[HttpFront, HttpService]:
+    """The front and the service of an ``http://`` address: one endpoint on its own sockets.
+
+    Raises:
+        ListenError: OAuth without an audience on a wildcard bind.
+    """
+    front = HttpFront(options)
+    service = http_service(endpoint, loopback, options, bound, address, front.ticker)
+    front.fallback = service
+    front.add(service)
+    return front, service
 
 
 class _HttpAddress(Address):
@@ -203,12 +193,14 @@ class _HttpAddress(Address):
         sockets = await open_tcp_listeners(self, endpoint.host, endpoint.port)
         try:
             port = sockets[0].socket.getsockname()[1]
-            service = _service(endpoint, loopback, options, attrs.evolve(endpoint, port=port), self)
+            bound = attrs.evolve(endpoint, port=port)
+            front, service = single_service(endpoint, loopback, options, bound, self)
         except BaseException:
             for listener in sockets:
                 await trio.aclose_forcefully(listener)
             raise
-        return [HttpListener(listener, service, tls, keepalive=options.tcp_keepalive) for listener in sockets]
+        keepalive = options.tcp_keepalive
+        return [HttpListener(listener, front, service, tls, keepalive=keepalive) for listener in sockets]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
@@ -294,7 +286,7 @@ class HttpFdAddress(Address):
                 "audience: pass --oauth-audience, for example --oauth-audience https://mcp.example.com/mcp"
             )
         try:
-            service = _service(endpoint, loopback, options, endpoint, self)
+            front, service = single_service(endpoint, loopback, options, endpoint, self)
         except BaseException:
             for sock in sockets:
                 sock.close()
@@ -302,6 +294,7 @@ class HttpFdAddress(Address):
         return [
             HttpListener(
                 trio.SocketListener(trio.socket.from_stdlib_socket(sock)),
+                front,
                 service,
                 None,
                 address=str(self),

@@ -23,7 +23,7 @@ JSON body names no server.
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import NoReturn, Self, final
@@ -34,15 +34,19 @@ import trio
 from .._core.address import Address, AddressError
 from .._core.channel import MessageChannel
 from .._core.jsonrpc import JSONObject
-from .._core.listener import MessageListener
-from .._core.options import ConnectOptions, ListenOptions
+from .._core.listener import Incoming, MessageListener
+from .._core.options import ConnectOptions, ListenError, ListenOptions
+from .._sockets.activation import listen_only
+from .._sockets.tcp import check_exposure
+from .address import http_service
+from .binding import Bound, bind_shared
+from .client.channel import open_http_client
+from .mount import HttpMountListener
+from .server.call import HttpCall, method_not_allowed
+from .server.front import HttpFront
+from .server.routing import check_mount_path, check_server_name
+from .server.service import HttpService
 
-# A mounted server's name: one path segment, safe in URLs, logs and metric labels without
-# escaping; 64 characters as a DNS label's bound (RFC 1035 §2.3.4), long enough for any name.
-SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-# The longest request target a host routes; longer ones get 414. Mount paths are far shorter
-# (a prefix, a name and "/mcp"); 2 KiB leaves room for a query and is well under the head limit.
-MAX_TARGET_BYTES = 2048
 # Where servers are mounted unless the host is told otherwise: PREFIX/NAME/mcp.
 DEFAULT_PREFIX = "/servers"
 
@@ -51,8 +55,8 @@ DEFAULT_PREFIX = "/servers"
 class HttpHost:
     """One HTTP or HTTPS socket serving several mounted servers by path.
 
-    Owned by whoever opened it: it runs ``await nursery.start(host.serve)`` and closes the host
-    with :meth:`aclose` at the end (after unmounting, or not: closing ends every mount).
+    Owned by whoever opened it (:meth:`open`): it runs ``await nursery.start(host.serve)`` and
+    closes the host with :meth:`aclose` at the end (closing also unmounts what is still mounted).
 
     Attributes:
         index: what ``GET {prefix}`` and ``GET {prefix}/`` list, set by the owner: a callable
@@ -63,6 +67,18 @@ class HttpHost:
     """
 
     index: Callable[[], list[JSONObject]] | None
+
+    def __init__(self, bound: Bound, front: HttpFront, options: ListenOptions) -> None:
+        """Use :meth:`open`."""
+        self.index = None
+        self._sockets = bound.sockets
+        self._front = front
+        self._endpoint = bound.endpoint  # the scheme, bind host, bound port; its path is the prefix
+        self._address = bound.address
+        self._options = options
+        self._tls = bound.tls
+        self._mounts: dict[str, HttpService] = {}
+        self._closed = False
 
     @classmethod
     async def open(
@@ -76,9 +92,9 @@ class HttpHost:
         """Bind ``url_or_address`` (``http://HOST:PORT``, ``https://HOST:PORT`` or ``http+fd:NAME``).
 
         ``options`` are the listener's own: TLS files, TCP keepalive, the handshake timeout,
-        ``allow_hosts``/``allow_origins``/``http.trust_proxy``, and the tokens and OAuth that
-        guard the index alone (each mount brings its own security to :meth:`mount_address`'s
-        ``listen``). The caller owns the host and closes it.
+        ``allow_hosts``/``allow_origins``/``http.trust_proxy`` (added to each mount's own), and
+        the tokens and OAuth that guard the index alone (each mount brings its own security to
+        :meth:`mount_address`'s ``listen``). The caller owns the host and closes it.
 
         Raises:
             AddressError: another scheme, a path in the URL, or a bad ``prefix`` (it must start
@@ -86,22 +102,43 @@ class HttpHost:
             ListenError: the bind failed; ``https://`` without a certificate; an index beyond
                 loopback without authentication or opt-out.
         """
-        raise NotImplementedError
+        problem = check_mount_path(prefix, "prefix")
+        if problem is not None:
+            raise AddressError(f"{url_or_address}: {problem}")
+        bound = await bind_shared(url_or_address, options, prefix, guarded=index)
+        try:
+            front = HttpFront(options, strict=True)
+            host = cls(bound, front, options)
+            answer = host._answer_index
+            routes = {prefix: answer, prefix + "/": answer} if index else {}
+            # The index's checks; without an index, the Host and Origin checks of unknown paths.
+            endpoint = bound.endpoint
+            service = http_service(
+                endpoint, bound.loopback, options, endpoint, bound.address, front.ticker, routes=routes
+            )
+        except BaseException:
+            for one in bound.sockets:
+                await trio.aclose_forcefully(one.listener)
+            raise
+        front.fallback = service
+        if index:
+            front.add(service)
+        return host
 
     @property
     def address(self) -> str:
         """``SCHEME://HOST:PORT`` with the bound port (``http+fd:NAME`` for an activated socket)."""
-        raise NotImplementedError
+        return self._address
 
     @property
     def prefix(self) -> str:
         """Where servers are mounted by default: ``{prefix}/{name}/mcp``."""
-        raise NotImplementedError
+        return self._endpoint.path
 
     @property
     def mounts(self) -> Mapping[str, str]:
         """The servers mounted now: name to endpoint path."""
-        raise NotImplementedError
+        return {name: service.endpoint.path for name, service in self._mounts.items()}
 
     def mount_address(self, name: str, path: str | None = None) -> HttpMountAddress:
         """The address that mounts server ``name`` at ``path`` (default ``{prefix}/{name}/mcp``).
@@ -109,10 +146,17 @@ class HttpHost:
         Nothing is registered until its ``listen(options)``; see :class:`HttpMountAddress`.
 
         Raises:
-            AddressError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
+            ListenError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
                 not an absolute path of safe segments (no dot segments, no ``%``, no query).
         """
-        raise NotImplementedError
+        problem = check_server_name(name)
+        if problem is None:
+            path = f"{self.prefix}/{name}/mcp" if path is None else path
+            problem = check_mount_path(path)
+        if problem is not None:
+            raise ListenError(f"{self._address}: {problem}")
+        assert path is not None
+        return HttpMountAddress(self, name, path)
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> NoReturn:
         """Accept and serve connections until cancelled; ``task_status.started()`` once accepting.
@@ -120,7 +164,31 @@ class HttpHost:
         Connections run inside this call: cancelling it ends them. Each request goes to the mount
         its path names, in that mount's handler nursery (see :meth:`HttpMountAddress.listen`).
         """
-        raise NotImplementedError
+        front = self._front
+        index = front.fallback
+        assert index is not None
+        try:
+            async with trio.open_nursery() as nursery:
+                index.attach(_no_incoming, nursery)
+                await front.start_ticker(nursery)
+                await index.start_oauth(nursery)
+                for one in self._sockets:
+                    nursery.start_soon(one.accept_into, front, nursery)
+                task_status.started()
+        finally:
+            front.stop()
+            index.stop()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _answer_index(self, call: HttpCall) -> None:
+        if call.request.method != "GET":
+            raise method_not_allowed(call.allow(b"GET"))
+        if self.index is not None:
+            servers = self.index()
+        else:
+            servers = [{"name": name, "path": path} for name, path in self.mounts.items()]
+        body = json.dumps({"servers": servers}).encode()
+        await call.respond(200, [(b"content-type", b"application/json")], body)
 
     def reload_certificates(self) -> bool:
         """Read the TLS certificate and key again, if the host has TLS (see ``MessageListener``).
@@ -128,16 +196,75 @@ class HttpHost:
         Raises:
             ListenError: a file cannot be loaded; the ones in use stay.
         """
-        raise NotImplementedError
+        if self._tls is None:
+            return False
+        self._tls.reload()
+        return True
 
     @property
     def oauth_outcomes(self) -> Mapping[str, int] | None:
         """With OAuth on the host (the index's): its verifier's outcome counts."""
-        raise NotImplementedError
+        index = self._front.fallback
+        return index.oauth.verifier.outcomes if index is not None and index.oauth is not None else None
 
     async def aclose(self) -> None:
         """Close the socket and unmount every server still mounted (their sessions end)."""
-        raise NotImplementedError
+        self._closed = True
+        for service in list(self._mounts.values()):
+            await self._unmount(service)
+        for one in self._sockets:
+            await trio.aclose_forcefully(one.listener)
+
+    # --- mounts (for HttpMountAddress and its listener) ---------------------------------
+
+    async def _mount(self, mount: HttpMountAddress, options: ListenOptions) -> HttpService:
+        """Route ``mount``'s paths to a new service with ``options``; see :meth:`HttpMountAddress.listen`."""
+        if self._closed:
+            raise ListenError(f"{mount}: the shared listener {self._address} is closed")
+        if mount.name in self._mounts:
+            raise ListenError(f"{mount}: server {mount.name} is mounted already on {self._address}")
+        own = self._options
+        options = attrs.evolve(
+            options,
+            allow_hosts=options.allow_hosts | own.allow_hosts,
+            allow_origins=options.allow_origins | own.allow_origins,
+            http=attrs.evolve(options.http, trust_proxy=options.http.trust_proxy or own.http.trust_proxy),
+        )
+        loopback = await check_exposure(
+            mount, self._endpoint.host, options, encrypted=self._endpoint.secure, web=True
+        )
+        endpoint = attrs.evolve(self._endpoint, path=mount.path)
+        service = http_service(
+            endpoint,
+            loopback,
+            options,
+            endpoint,
+            mount,
+            self._front.ticker,
+            name=mount.name,
+            bare_metadata=False,
+        )
+        clash = self._front.conflict(service)
+        if clash is not None:
+            path, other = clash
+            who = f"server {other.name}" if other.name is not None else "the index"
+            raise ListenError(
+                f"{mount}: {path} is taken on {self._address} by {who}; server {mount.name} cannot have it"
+            )
+        self._front.add(service)
+        self._mounts[mount.name] = service
+        return service
+
+    async def _unmount(self, service: HttpService) -> None:
+        """Route nothing to ``service`` any more and end its sessions; its paths get 404."""
+        self._front.remove(service)
+        if service.name is not None and self._mounts.get(service.name) is service:
+            del self._mounts[service.name]
+        await service.close()
+
+
+async def _no_incoming(incoming: Incoming) -> None:  # pragma: no cover (the index starts no channel)
+    await incoming.aclose()
 
 
 @final
@@ -177,20 +304,28 @@ class HttpMountAddress(Address):
         handler_nursery)`` hands the bridge this server's incomings exactly as an ``http://``
         listener's does; until it serves, and once it stops serving, the mount's requests get
         503. Its ``aclose()`` unmounts: the mount's sessions and streams end, and its paths get
-        404 from then on.
+        404 from then on. To mount a server again at the same path, close the old listener first.
 
         Raises:
             ListenError: the path, a sibling path or the metadata path is already mounted (naming
-                both servers); the host is closed; beyond loopback without authentication.
+                both servers), or the name is; the host is closed; beyond loopback without
+                authentication.
         """
-        raise NotImplementedError
+        service = await self.host._mount(self, options)
+        return [HttpMountListener(str(self), service, self.host._unmount)]
 
     @asynccontextmanager
     async def connect(self, options: ConnectOptions) -> AsyncIterator[MessageChannel]:
         """Connect to the mounted server as a Streamable HTTP client (as ``http://`` does).
 
         Raises:
-            ConnectError: the server cannot be reached.
+            ConnectError: the server cannot be reached (or the host is socket-activated: it only
+                listens).
         """
-        raise NotImplementedError
-        yield  # pragma: no cover
+        if self.host.address.startswith("http+fd:"):
+            async with listen_only(self) as channel:
+                yield channel
+            return
+        endpoint = attrs.evolve(self.host._endpoint, path=self.path)
+        async with open_http_client(endpoint, options) as channel:
+            yield channel

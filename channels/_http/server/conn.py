@@ -105,7 +105,7 @@ class HttpConnection:
     ) -> None:
         self.stream = stream
         self.limits = limits
-        self._parsing = Parsing(limits.max_body, check_head)
+        self.parsing = Parsing(limits.max_body, check_head)
         self._unparsed = bytearray()  # read while a response was pending, parsed with the next
         self._send_fd = send_fd_getter(stream)
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
@@ -150,7 +150,7 @@ class HttpConnection:
                 :meth:`refuse`, and the connection goes on only if it is ``keep_alive`` (an
                 over-limit body read to its end).
         """
-        parsing = self._parsing
+        parsing = self.parsing
         self.phase = "head" if first else "idle"
         self.read_deadline = trio.current_time() + (
             self.limits.head_timeout if first else self.limits.idle_timeout
@@ -197,7 +197,7 @@ class HttpConnection:
     @property
     def waiting_for_request(self) -> bool:
         """Reading, and no byte of the next request has come (a keep-alive or new connection)."""
-        return self.phase in ("idle", "head") and not self._parsing.started and not self._unparsed
+        return self.phase in ("idle", "head") and not self.parsing.started and not self._unparsed
 
     @property
     def deadline(self) -> float:
@@ -212,10 +212,10 @@ class HttpConnection:
     def timed_out(self) -> BadRequest | None:
         """Why the read that :attr:`read_deadline` ended failed: 408, or ``None`` if it was idle."""
         if self.phase == "discard":  # an over-limit body that did not end in time: 413 and close
-            return self._parsing.too_large()
+            return self.parsing.too_large()
         if self.phase == "body":
             return BadRequest(408, f"no complete body within {self.limits.body_timeout:g}s")
-        if self.phase == "head" and (self._parsing.started or self._unparsed):
+        if self.phase == "head" and (self.parsing.started or self._unparsed):
             return BadRequest(408, f"no complete request head within {self.limits.head_timeout:g}s")
         return None  # idle, or connected and silent: closed without a word
 
@@ -363,7 +363,7 @@ class HttpConnection:
                 headers, body = unreadable_body(error)
             try:
                 await self.respond(error.status, headers, body)
-                if self._parsing.started and not self._peer_closed:
+                if self.parsing.started and not self._peer_closed:
                     await self._linger()
             except trio.BrokenResourceError:
                 pass

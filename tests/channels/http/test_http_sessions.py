@@ -28,7 +28,7 @@ from sdkhttp import http_client, texts
 
 from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, SendTimeout
-from channels._http.server import service
+from channels._http.server import front
 from channels._http.server import stream as stream_module
 from channels._http.server.session import KEPT_STREAMS, SessionChannel
 from channels._http.server.stream import BACKLOG_LIMIT, Backlog
@@ -92,7 +92,7 @@ async def test_a_session_whose_client_reads_many_large_responses_slowly_but_stea
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(stream_module, "BACKLOG_LIMIT", SLOW_LIMIT)
-    monkeypatch.setattr(service, "SEND_TIMEOUT", SLOW_TIMEOUT)
+    monkeypatch.setattr(front, "SEND_TIMEOUT", SLOW_TIMEOUT)
     limits = Limits(send_timeout=SLOW_TIMEOUT)
     transport = httpx.AsyncHTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)])
     pool = httpx.Limits(max_connections=SLOW_RESPONSES, max_keepalive_connections=0)
