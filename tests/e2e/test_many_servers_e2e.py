@@ -185,6 +185,7 @@ async def test_a_server_whose_command_does_not_exist_leaves_the_others_serving_a
                     headers={"Accept": "application/json, text/event-stream"},
                 )
                 assert broken.status_code == 503, broken.text
+                assert broken.headers["content-type"].startswith("application/json")
                 ready = await http.get(f"{admin}/readyz")
                 assert ready.status_code == 503
                 assert "broken: failed: command 'mb-no-such-command-xyz' not found in PATH" in ready.text
