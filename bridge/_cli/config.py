@@ -1,9 +1,10 @@
 """The configuration file (``--config FILE``): many servers, each with its listeners, in TOML.
 
 :func:`read` reads the file (TOML, or a client's ``mcpServers`` JSON) and structures it
-(:mod:`.schema` is its shape, :mod:`.mcp_servers` the JSON form); :func:`serve_configs` turns its
-entries into one :class:`ServeConfig` per server, with the command line's own rules for tokens,
-metadata documents, sizes and durations. Every error names the field it is about.
+(:mod:`.schema` is its shape, :mod:`.mcp_servers` the JSON form); :func:`plan` turns its entries
+into one :class:`ServeConfig` per server, with the command line's own rules for tokens, metadata
+documents, sizes and durations, and the shared listeners with what is mounted on them
+(:mod:`.shared_listeners`). Every error names the field it is about.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from .._child.supervisor import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
+from .._ops.plan import FleetPlan, Mount, SharedListener
 from .._relay.scopes import ToolScopes, tool_rules
 from .loaders import load_resource_metadata, load_tokens
-from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers
+from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers, listen_on
 from .oauth_options import build_oauth, check_audience
 from .sandbox_options import sandbox_paths
 from .schema import (
@@ -37,12 +39,19 @@ from .schema import (
     LimitsEntry,
     ListenerEntry,
     SandboxEntry,
+    SharedListenerEntry,
     structure,
 )
+from .shared_listeners import check_mount, check_routes, shared_listeners
 
 
-def read(path: str, socket_dir: str = DEFAULT_SOCKET_DIR) -> ConfigFile:
+def read(
+    path: str, socket_dir: str = DEFAULT_SOCKET_DIR, listen: Mapping[str, Any] | None = None
+) -> ConfigFile:
     """Read ``path``: TOML, or a client's ``mcpServers`` JSON (by its ``.json`` name).
+
+    ``listen``: a shared listener's table (``--listen URL`` beside ``--config``) every server is
+    mounted on, as ``[listeners.listen]``; an mcpServers file's servers then get no Unix socket.
 
     Raises:
         ConfigError: unreadable, not TOML/JSON, or not the expected shape (naming the field).
@@ -57,12 +66,13 @@ def read(path: str, socket_dir: str = DEFAULT_SOCKET_DIR) -> ConfigFile:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(f"--config {path}: not JSON ({exc})") from None
-        return structure(from_mcp_servers(data, socket_dir))
-    try:
-        data = tomllib.loads(raw.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path}: not TOML ({exc})") from None
-    return structure(data)
+        data = from_mcp_servers(data, socket_dir, unix=listen is None)
+    else:
+        try:
+            data = tomllib.loads(raw.decode())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--config {path}: not TOML ({exc})") from None
+    return structure(data if listen is None else listen_on(data, dict(listen)))
 
 
 def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
@@ -78,11 +88,16 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
             raise ConfigError(f"{where}.{field}: required for kind = {entry.kind!r}")
         return str(value)
 
+    if entry.kind is None:
+        raise ConfigError(
+            f'{where}.kind: required (one of {", ".join(LISTENER_KINDS)}), or shared = "NAME" to be '
+            "mounted on a [listeners.NAME]"
+        )
     if entry.kind in KIND_FIELDS:
         unset = ListenerEntry(kind=entry.kind)
         for field in attrs.fields(ListenerEntry):
             if (
-                field.name != "kind"
+                field.name not in ("kind", "shared")
                 and field.name not in KIND_FIELDS[entry.kind]
                 and getattr(entry, field.name) != getattr(unset, field.name)
             ):
@@ -136,6 +151,35 @@ def _listener(entry: ListenerEntry, where: str) -> tuple[str, ListenOptions]:
     if entry.kind in ("tls", "wss", "https") and (entry.tls_cert is None or entry.tls_key is None):
         raise ConfigError(f"{where}: kind = {entry.kind!r} needs tls_cert and tls_key")
     return address, options
+
+
+def _mount(entry: ListenerEntry, where: str, server: str, listeners: Mapping[str, SharedListener]) -> Mount:
+    """A server's mount on a shared listener, with the server's own options for it.
+
+    Raises:
+        ConfigError: see :func:`.shared_listeners.check_mount`; an OAuth audience it cannot infer.
+    """
+    check_mount(entry, where, server, listeners)
+    listener = listeners[str(entry.shared)]
+    endpoint = entry.path if entry.path is not None else f"{listener.prefix}/{server}/mcp"
+    oauth = _oauth(entry, where)
+    if listener.url.startswith("http+fd:"):
+        if oauth is not None and not oauth.audiences:
+            raise ConfigError(
+                f"{where}.oauth_audience: required on a socket-activated listener (its public URI)"
+            )
+    else:
+        check_audience(oauth, parse_address(f"{listener.url}{endpoint}"), where)
+    shared = listener.options
+    options = ListenOptions(
+        tokens=load_tokens(entry.token_file, entry.token_env, entry.token_credential),
+        allow_origins=shared.allow_origins,  # the socket's Host and Origin checks, in every mount's guard
+        allow_hosts=shared.allow_hosts,
+        allow_non_loopback=entry.insecure_no_auth,
+        oauth=oauth,
+        http=attrs.evolve(_http_options(entry, where), trust_proxy=shared.http.trust_proxy),
+    )
+    return Mount(listener=str(entry.shared), path=entry.path, options=options)
 
 
 def _oauth(entry: ListenerEntry, where: str) -> OAuthSettings | None:
@@ -232,7 +276,12 @@ def _sandbox(entry: SandboxEntry | None, where: str, secrets: list[str]) -> Sand
 
 
 def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
-    """One :class:`ServeConfig` per server, by name.
+    """One :class:`ServeConfig` per server, by name (without mounts: see :func:`plan`)."""
+    return dict(plan(config).servers)
+
+
+def plan(config: ConfigFile) -> FleetPlan:
+    """One :class:`ServeConfig` per server, the shared listeners, and each server's mounts.
 
     Raises:
         ConfigError: a value that cannot work, naming its field.
@@ -240,10 +289,15 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
     if not config.servers:
         raise ConfigError("servers: the file defines no server")
     result = {}
+    listeners = shared_listeners(config.listeners)
+    mounts: dict[str, tuple[Mount, ...]] = {}
+    entries: list[ListenerEntry | SharedListenerEntry] = [
+        *(entry for server in config.servers.values() for entry in server.listeners),
+        *config.listeners.values(),
+    ]
     secrets = [
         path
-        for server in config.servers.values()
-        for entry in server.listeners
+        for entry in entries
         for path in (*entry.token_file, entry.tls_key, entry.oauth_client_file)
         if path
     ]
@@ -252,7 +306,10 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
         if not server.command:
             raise ConfigError(f"{where}.command: expected the command and its arguments, got none")
         if not server.listeners:
-            raise ConfigError(f"{where}.listeners: a server needs at least one listener")
+            raise ConfigError(
+                f"{where}.listeners: a server needs at least one listener (its own, or "
+                '{ shared = "NAME" } to be mounted on a [listeners.NAME])'
+            )
         if server.child not in CHILD_MODES:
             raise ConfigError(f"{where}.child: expected one of {', '.join(CHILD_MODES)}")
         if server.start not in ("eager", "lazy", "on-demand"):
@@ -280,6 +337,10 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
         limits, timeouts = _limits(server.limits, f"{where}.limits")
         addresses, options = [], []
         for index, entry in enumerate(server.listeners):
+            if entry.shared is not None:
+                mount = _mount(entry, f"{where}.listeners[{index}]", name, listeners)
+                mounts[name] = (*mounts.get(name, ()), mount)
+                continue
             address, listen_options = _listener(entry, f"{where}.listeners[{index}]")
             listen_options = attrs.evolve(listen_options, **timeouts)
             addresses.append(address)
@@ -308,7 +369,9 @@ def serve_configs(config: ConfigFile) -> dict[str, ServeConfig]:
             restart_policy=RestartPolicy(crash_limit=server.restart_limit, crash_window=window),
             tool_scopes=ToolScopes(tool_rules(server.tool_scopes, f"{where}.tool_scopes")),
         )
-    return result
+    result_plan = FleetPlan(servers=result, listeners=listeners, mounts=mounts)
+    check_routes(result_plan)
+    return result_plan
 
 
 def _describe_sandbox(sandbox: Sandbox | None) -> str:
@@ -326,17 +389,30 @@ def _describe_sandbox(sandbox: Sandbox | None) -> str:
     return f"; sandboxed by {find_bwrap(sandbox) or sandbox.bwrap}: {', '.join(parts)}"
 
 
-def describe(configs: Mapping[str, ServeConfig]) -> list[str]:
-    """One line per server, for ``check-config``: command, listeners, mode, sandbox, tool scopes."""
-    return [
+def describe(servers: FleetPlan | Mapping[str, ServeConfig]) -> list[str]:
+    """One line per shared listener and per server, for ``check-config``."""
+    fleet = FleetPlan.of(servers)
+    listeners = [
+        f"listener {name}: {listener.url}, servers under {listener.prefix}/"
+        + ("" if listener.index else " (no index)")
+        for name, listener in fleet.listeners.items()
+    ]
+    return listeners + [
         f"{name}: {' '.join(config.child.argv)} on "
-        + ", ".join(str(address) for address in config.listen)
+        + ", ".join(
+            [str(address) for address in config.listen]
+            + [
+                f"{fleet.listeners[listener].url}{path} (listener {listener})"
+                for listener, path in fleet.endpoints(name)
+            ]
+        )
         + f" ({config.child_mode})"
         + (f"; on demand, stopped after {config.idle_stop:g}s idle" if config.start == "on-demand" else "")
         + _describe_sandbox(config.child.sandbox)
+        + (f"; cannot start: {fleet.unavailable[name]}" if name in fleet.unavailable else "")
         + "".join(
             f"; tools {rule.pattern} need {' '.join(sorted(rule.scopes))}"
             for rule in config.tool_scopes.rules
         )
-        for name, config in configs.items()
+        for name, config in fleet.servers.items()
     ]

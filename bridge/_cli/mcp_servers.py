@@ -3,6 +3,10 @@
 ``{"mcpServers": {"name": {"command": ..., "args": [...], "env": {...}}}}``: each server gets a
 Unix socket ``SOCKET_DIR/NAME.sock``. :func:`from_mcp_servers` turns it into the TOML file's shape,
 which :mod:`.schema` then structures like any other.
+
+With ``--listen http://HOST:PORT`` beside ``--config``, :func:`listen_on` serves every server of
+the file (either form) on that one port instead, at ``/servers/NAME/mcp``: a shared listener named
+``listen`` that each server is mounted on.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from .._errors import ConfigError
 
 # Where the servers of an imported mcpServers file get their sockets, unless told otherwise.
 DEFAULT_SOCKET_DIR = "/run/mcp-bridge"
+# The shared listener ``--listen URL`` beside ``--config`` declares (``[listeners.listen]``).
+LISTEN_NAME = "listen"
 # The keys of a desktop client's mcpServers entries that mean something for a launched server.
 MCP_SERVERS_KEYS = frozenset({"command", "args", "env", "cwd", "disabled", "type"})
 
 
-def from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
-    """Turn ``{"mcpServers": {...}}`` into the TOML file's shape."""
+def from_mcp_servers(data: Any, socket_dir: str, *, unix: bool = True) -> dict[str, Any]:
+    """Turn ``{"mcpServers": {...}}`` into the TOML file's shape (``unix``: a socket each)."""
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         raise ConfigError('expected a JSON object with an "mcpServers" object in it')
     servers: dict[str, Any] = {}
@@ -50,8 +56,32 @@ def from_mcp_servers(data: Any, socket_dir: str) -> dict[str, Any]:
         servers[name] = {
             "command": [entry["command"], *args],
             "env": entry.get("env", {}),
-            "listeners": [{"kind": "unix", "path": os.path.join(socket_dir, f"{name}.sock")}],
+            "listeners": [{"kind": "unix", "path": os.path.join(socket_dir, f"{name}.sock")}] if unix else [],
         }
         if "cwd" in entry:
             servers[name]["cwd"] = entry["cwd"]
     return {"servers": servers}
+
+
+def listen_on(data: Any, table: dict[str, Any]) -> Any:
+    """Add the shared listener ``table`` as ``[listeners.listen]`` and mount every server on it.
+
+    ``table`` holds ``kind``, ``address`` (and ``prefix``, TLS files, tokens...); the token keys
+    guard each server too. Shapes that are wrong are left for :mod:`.schema` to name.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):
+        return data
+    listeners = data.setdefault("listeners", {})
+    if isinstance(listeners, dict) and LISTEN_NAME in listeners:
+        raise ConfigError(f"listeners.{LISTEN_NAME}: the name --listen gives its listener; rename this one")
+    if isinstance(listeners, dict):
+        listeners[LISTEN_NAME] = table
+    guard = {
+        key: value for key, value in table.items() if key.startswith("token_") or key == "insecure_no_auth"
+    }
+    for server in data["servers"].values():
+        if isinstance(server, dict):
+            own = server.setdefault("listeners", [])
+            if isinstance(own, list):
+                own.append({"shared": LISTEN_NAME, **guard})
+    return data

@@ -20,6 +20,15 @@ The file's shape::
     token_file = ["/etc/mcp-bridge/tokens"]
     oauth_issuer = ["https://auth.example.com"]   # OAuth access tokens too (oauth_audience...)
 
+    [listeners.public]             # one HTTP(S) socket shared by several servers, by path
+    kind = "http"
+    address = "127.0.0.1:8080"
+    prefix = "/servers"            # servers at /servers/NAME/mcp; GET /servers lists them
+
+    [[servers.github.listeners]]
+    shared = "public"              # mounted on it, with the server's own tokens, OAuth, sessions
+    path = "/tools/github/mcp"     # optional: its own path
+
 attrs classes describe the file; cattrs structures it at this edge, with unknown keys refused.
 Every error names the path of the bad field and what was expected
 (``servers.github.listeners[1].path: expected a string``). Sizes and durations stay text here,
@@ -60,11 +69,25 @@ KIND_FIELDS = {
 }
 
 
+# A shared listener's (``[listeners.NAME]``) kinds: HTTP serves servers by path.
+SHARED_KINDS = ("http", "https", "fd")
+# What a mount (``shared = "NAME"``) sets for itself: its path, its security, its sessions.
+MOUNT_FIELDS = {"shared", "path", *_TOKENS, *_OAUTH, "cors_origin", "oauth_metadata"} | {
+    "session_idle_timeout",
+    "max_sessions",
+    "sse_after",
+}
+# What belongs to the socket, so to the shared listener's table, not to a mount.
+SOCKET_FIELDS = {"address", "name", "protocol", *_TLS, *_WEB, "trust_proxy"}
+
+
 @attrs.frozen
 class ListenerEntry:
-    """One ``[[servers.NAME.listeners]]`` table."""
+    """One ``[[servers.NAME.listeners]]`` table: a listener of the server's own, or a mount."""
 
-    kind: str
+    kind: str | None = None
+    shared: str | None = None
+    """The name of a ``[listeners.NAME]`` table to be mounted on (then ``kind`` is not given)."""
     path: str | None = None
     address: str | None = None
     name: str | None = None
@@ -93,6 +116,37 @@ class ListenerEntry:
     oauth_scope: list[str] = attrs.field(factory=list)
     oauth_introspection: str | None = None
     oauth_client_file: str | None = None
+
+
+@attrs.frozen
+class SharedListenerEntry:
+    """One ``[listeners.NAME]`` table: an HTTP(S) socket several servers are mounted on.
+
+    Its tokens and OAuth settings guard the index (``GET prefix``) only: each mount brings its own.
+    """
+
+    kind: str
+    address: str | None = None
+    name: str | None = None
+    prefix: str = "/servers"
+    index: bool = True
+    token_file: list[str] = attrs.field(factory=list)
+    token_env: list[str] = attrs.field(factory=list)
+    token_credential: list[str] = attrs.field(factory=list)
+    insecure_no_auth: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    allow_origin: list[str] = attrs.field(factory=list)
+    allow_host: list[str] = attrs.field(factory=list)
+    trust_proxy: bool = False
+    oauth_issuer: list[str] = attrs.field(factory=list)
+    oauth_audience: list[str] = attrs.field(factory=list)
+    oauth_scope: list[str] = attrs.field(factory=list)
+    oauth_introspection: str | None = None
+    oauth_client_file: str | None = None
+    handshake_timeout: str | None = None
+    tcp_keepalive: str | None = None
 
 
 @attrs.frozen
@@ -131,7 +185,7 @@ class ServerEntry:
     """One ``[servers.NAME]`` table."""
 
     command: list[str]
-    listeners: list[ListenerEntry]
+    listeners: list[ListenerEntry] = attrs.field(factory=list)
     env: dict[str, str] = attrs.field(factory=dict)
     pass_env: list[str] = attrs.field(factory=list)
     cwd: str | None = None
@@ -151,6 +205,7 @@ class ConfigFile:
     """The whole file."""
 
     servers: dict[str, ServerEntry]
+    listeners: dict[str, SharedListenerEntry] = attrs.field(factory=dict)
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -237,10 +292,29 @@ def structure(data: Any) -> ConfigFile:
     Raises:
         ConfigError: every problem found, one per line, each naming its field.
     """
-    if problems := _lists_are_lists(data, ConfigFile, ""):
+    if problems := _lists_are_lists(data, ConfigFile, "") + _misplaced(data):
         raise ConfigError("\n".join(problems))
     try:
         return _converter.structure(data, ConfigFile)
     except cattrs.BaseValidationError as exc:
         problems = [_describe(message) for message in cattrs.transform_error(exc)]
         raise ConfigError("\n".join(problems)) from None
+
+
+def _misplaced(data: Any) -> list[str]:
+    """A server's own setting written on a shared listener's table, with where it goes instead."""
+    listeners = data.get("listeners") if isinstance(data, dict) else None
+    if not isinstance(listeners, dict):
+        return []
+    known = {field.name for field in attrs.fields(SharedListenerEntry)}
+    return [
+        f"listeners.{name}.path: each server has its own path; set prefix here "
+        f'(servers at PREFIX/NAME/mcp) or path in a [[servers.NAME.listeners]] with shared = "{name}"'
+        if key == "path"
+        else f"listeners.{name}.{key}: a setting of each server, not of the socket; set it in the "
+        f'[[servers.NAME.listeners]] tables with shared = "{name}"'
+        for name, table in listeners.items()
+        if isinstance(table, dict)
+        for key in table
+        if key in MOUNT_FIELDS - known
+    ]

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
@@ -27,10 +26,12 @@ from .._errors import ConfigError
 from .._limits import Limits
 from .._ops.fleet import run_fleet
 from .._ops.logs import configure_logging
+from .._ops.plan import FleetPlan
 from .._relay.tap import Tap
 from . import config as config_file
 from .arguments import add_common
 from .exits import EXIT_CONFIG, EXIT_OK
+from .fleet_file import LISTEN_FLAGS, check_command, listen_table, read_config
 from .loaders import load_resource_metadata, load_tokens, resolve_group, resolve_user
 from .mcp_servers import DEFAULT_SOCKET_DIR
 from .oauth_options import build_oauth, check_audience, flag_name
@@ -78,7 +79,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         cwd=options.cwd,
         sandbox=sandbox,
     )
-    _check_command(spec)
+    check_command(spec)
     if sandbox is not None:
         check_sandbox(sandbox)
     limits = Limits(
@@ -156,18 +157,6 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     )
 
 
-def _check_command(spec: ChildSpec) -> None:
-    command = spec.argv[0]
-    if "\0" in command:
-        raise ConfigError(f"command {command!r} holds a NUL character")
-    if os.sep in command:
-        path = os.path.join(spec.cwd or os.getcwd(), command)
-        if not os.access(path, os.X_OK) or os.path.isdir(path):
-            raise ConfigError(f"command {command!r} is not an executable file")
-    elif shutil.which(command, path=spec.environment(os.environ).get("PATH")) is None:
-        raise ConfigError(f"command {command!r} not found in PATH")
-
-
 def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> None:
     """Refuse security options that no listener would use.
 
@@ -239,24 +228,30 @@ def _check_security_options(options: argparse.Namespace, schemes: set[str]) -> N
 
 def servers_to_run(
     options: argparse.Namespace, command: Sequence[str]
-) -> tuple[dict[str, ServeConfig], Callable[[], dict[str, ServeConfig]] | None]:
-    """The servers to run, by name, and how to read them again on SIGHUP.
+) -> tuple[FleetPlan, Callable[[], FleetPlan] | None]:
+    """The servers to run, and how to read them again on SIGHUP.
 
-    The reader is ``None`` for a server from the command line: nothing to reread.
+    The reader is ``None`` for a server from the command line: nothing to reread. ``--config``
+    with one ``--listen http://HOST:PORT`` serves every server of the file on that port
+    (:func:`.mcp_servers.listen_on`).
 
     Raises:
-        ConfigError: both ``--config`` and ``--listen`` given, or a bad value.
+        ConfigError: ``--config`` with a command or another ``--listen``, or a bad value.
     """
     if options.config is None:
         config = build_serve_config(options, command)
-        return {config.child.name: config}, None
-    if options.listen or command:
+        return FleetPlan({config.child.name: config}), None
+    listen = listen_table(options) if options.listen else None
+    if command or (options.listen and listen is None):
         raise ConfigError(
             "--config FILE describes the servers and their listeners: drop --listen "
-            "and the command after '--'"
+            "and the command after '--' (or give one --listen http://HOST:PORT to serve "
+            "every server of the file on that port)"
         )
     defaults = vars(serve_parser().parse_args([]))
     process_wide = {"config", "socket_dir", "admin", "tap", "log_level", "log_format", "listen"}
+    if listen is not None:
+        process_wide |= set(LISTEN_FLAGS)
     ignored = sorted(
         name
         for name, value in vars(options).items()
@@ -266,38 +261,17 @@ def servers_to_run(
         flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
         raise ConfigError(f"{flags}: with --config, set this in the file (per server or listener)")
 
-    def read() -> dict[str, ServeConfig]:
-        return _read_config(options.config, options.socket_dir, options.tap)
+    def read() -> FleetPlan:
+        return read_config(options.config, options.socket_dir, options.tap, listen=listen)
 
     return read(), read
 
 
-def _read_config(path: str, socket_dir: str, tap: str | None = None) -> dict[str, ServeConfig]:
-    """The file's servers, each command (and sandbox) checked as the command line's is.
-
-    A sandboxed child does not see the file itself, nor the tap: they may hold secrets.
-
-    Raises:
-        ConfigError: the file or a value in it cannot work.
-    """
-    configs = config_file.serve_configs(config_file.read(path, socket_dir))
-    for name, config in configs.items():
-        sandbox = config.child.sandbox
-        if sandbox is not None:
-            own = [os.path.abspath(item) for item in (path, tap) if item]
-            sandbox = attrs.evolve(sandbox, hide=[*sandbox.hide, *own])
-            config = configs[name] = attrs.evolve(config, child=attrs.evolve(config.child, sandbox=sandbox))
-        _check_command(config.child)
-        if sandbox is not None:
-            check_sandbox(sandbox, f"servers.{name}.sandbox", f"servers.{name}.sandbox.bwrap")
-    return configs
-
-
 async def serve(
-    configs: ServeConfig | Mapping[str, ServeConfig],
+    configs: ServeConfig | Mapping[str, ServeConfig] | FleetPlan,
     tap_path: str | None = None,
     admin: TcpAddress | None = None,
-    reread: Callable[[], Mapping[str, ServeConfig]] | None = None,
+    reread: Callable[[], FleetPlan | Mapping[str, ServeConfig]] | None = None,
 ) -> int:
     """Run one daemon per server, with signal handling; return the exit code.
 
@@ -344,11 +318,11 @@ def check_config(argv: Sequence[str]) -> int:
     options = parser.parse_args(argv)
     configure_logging(options.log_level, options.log_format)
     try:
-        configs = _read_config(options.file, options.socket_dir)
+        fleet = read_config(options.file, options.socket_dir, strict=True)
     except ConfigError as exc:
         for line in str(exc).splitlines():
             logger.error("%s", line)
         return EXIT_CONFIG
-    for line in config_file.describe(configs):
+    for line in config_file.describe(fleet):
         print(line)
     return EXIT_OK

@@ -2,7 +2,10 @@
 
 * ``GET /healthz``: 200 while the daemon runs (liveness: the event loop answers).
 * ``GET /readyz``: 200 when it serves (listeners bound, a shared child up), else 503 with the
-  reason; a Kubernetes readiness probe or a load balancer's health check.
+  reason; a Kubernetes readiness probe or a load balancer's health check. One line per server
+  (``NAME: state``), a server on a shared listener that could not start as ``NAME: failed: why``.
+* ``GET /readyz/NAME``: the same for one server (404 if there is none of that name): the check for
+  a proxy route to one server of a shared listener, which the others' failures must not take down.
 * ``GET /metrics``: Prometheus text (:mod:`bridge._ops.metrics`).
 
 HTTP/1.1 is parsed by h11; one request per connection (``Connection: close``), a 10 s header
@@ -14,8 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
+from urllib.parse import unquote
 
 import h11
 import trio
@@ -66,9 +70,13 @@ async def serve_admin(
     daemons: Sequence[Daemon],
     address: TcpAddress,
     *,
+    failed: Mapping[str, str] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the admin endpoint until cancelled; ``nursery.start`` returns the bound addresses.
+
+    ``daemons`` and ``failed`` (servers that could not start, with why) are read at each request:
+    the fleet keeps them current.
 
     Raises:
         ConfigError: the address cannot be bound.
@@ -83,17 +91,17 @@ async def serve_admin(
     for text in bound:
         logger.info("admin endpoint on %s", text)
     task_status.started(bound)
-    await trio.serve_listeners(partial(_handle, daemons), listeners)
+    await trio.serve_listeners(partial(_handle, daemons, failed if failed is not None else {}), listeners)
 
 
-async def _handle(daemons: Sequence[Daemon], stream: trio.SocketStream) -> None:
+async def _handle(daemons: Sequence[Daemon], failed: Mapping[str, str], stream: trio.SocketStream) -> None:
     connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
     try:
         with trio.move_on_after(REQUEST_TIMEOUT):
             request = await _read_request(connection, stream)
             if request is None:
                 return
-            status, content_type, body, extra = _route(daemons, request)
+            status, content_type, body, extra = _route(daemons, failed, request)
             headers = [
                 ("content-type", content_type),
                 ("content-length", str(len(body))),  # a HEAD answer says the GET's length
@@ -139,19 +147,34 @@ async def _read_request(connection: h11.Connection, stream: trio.SocketStream) -
         return None  # the peer closed before a request
 
 
-def _route(daemons: Sequence[Daemon], request: h11.Request) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+def _readiness(daemons: Sequence[Daemon], failed: Mapping[str, str], name: str | None) -> tuple[int, bytes]:
+    """``/readyz`` (``name`` None) or ``/readyz/NAME``: the status and one line per server."""
+    chosen = [daemon for daemon in daemons if name is None or daemon.config.child.name == name]
+    down = {key: why for key, why in failed.items() if name is None or key == name}
+    if not chosen and not down:
+        return 404, f"no server named {name!r}\n".encode()
+    ready = all(daemon.healthy() and not daemon.stopping for daemon in chosen) and not down
+    lines = [
+        daemon.describe()
+        if len(daemons) == 1 and not failed
+        else f"{daemon.config.child.name}: {daemon.describe()}"
+        for daemon in chosen
+    ] + [f"{key}: failed: {why}" for key, why in down.items()]
+    return (200 if ready else 503), "".join(line + "\n" for line in lines).encode()
+
+
+def _route(
+    daemons: Sequence[Daemon], failed: Mapping[str, str], request: h11.Request
+) -> tuple[int, str, bytes, list[tuple[str, str]]]:
     if request.method not in (b"GET", b"HEAD"):
         return 405, "text/plain", b"method not allowed\n", [("allow", "GET, HEAD")]
     path = request.target.partition(b"?")[0]
     if path == b"/healthz":
         return 200, "text/plain", b"ok\n", []
-    if path == b"/readyz":
-        ready = all(daemon.healthy() and not daemon.stopping for daemon in daemons)
-        lines = [
-            daemon.describe() if len(daemons) == 1 else f"{daemon.config.child.name}: {daemon.describe()}"
-            for daemon in daemons
-        ]
-        return (200 if ready else 503), "text/plain", "".join(line + "\n" for line in lines).encode(), []
+    if path == b"/readyz" or path.startswith(b"/readyz/"):
+        name = unquote(path.removeprefix(b"/readyz/").decode("latin-1")) if path != b"/readyz" else None
+        status, body = _readiness(daemons, failed, name)
+        return status, "text/plain", body, []
     if path == b"/metrics":
         text = merge(
             [

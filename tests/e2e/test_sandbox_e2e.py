@@ -153,9 +153,9 @@ kind = "unix"
 path = "{tmp_path}/box.sock"
 """
     )
-    from bridge._cli.serve import _read_config
+    from bridge._cli.fleet_file import read_config
 
-    sandbox = _read_config(str(path), "/run/mcp-bridge")["box"].child.sandbox
+    sandbox = read_config(str(path), "/run/mcp-bridge").servers["box"].child.sandbox
     assert sandbox == Sandbox(
         network=True, read_write=(str(data),), read_only=(str(REPO),), hide=(str(path),)
     )
