@@ -20,7 +20,7 @@ import attrs
 from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
-from .._child.sandbox import Sandbox, find_bwrap
+from .._child.sandbox import Sandbox
 from .._child.supervisor import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
@@ -372,47 +372,3 @@ def plan(config: ConfigFile) -> FleetPlan:
     result_plan = FleetPlan(servers=result, listeners=listeners, mounts=mounts)
     check_routes(result_plan)
     return result_plan
-
-
-def _describe_sandbox(sandbox: Sandbox | None) -> str:
-    """``"; sandboxed by /usr/bin/bwrap: no network, writable /srv/data, hidden /etc/x.toml"``."""
-    if sandbox is None:
-        return ""
-    parts = ["network" if sandbox.network else "no network"]
-    for what, paths in (
-        ("writable", sandbox.read_write),
-        ("readable", sandbox.read_only),
-        ("hidden", sandbox.hide),
-    ):
-        if paths:
-            parts.append(f"{what} {' '.join(paths)}")
-    return f"; sandboxed by {find_bwrap(sandbox) or sandbox.bwrap}: {', '.join(parts)}"
-
-
-def describe(servers: FleetPlan | Mapping[str, ServeConfig]) -> list[str]:
-    """One line per shared listener and per server, for ``check-config``."""
-    fleet = FleetPlan.of(servers)
-    listeners = [
-        f"listener {name}: {listener.url}, servers under {listener.prefix}/"
-        + ("" if listener.index else " (no index)")
-        for name, listener in fleet.listeners.items()
-    ]
-    return listeners + [
-        f"{name}: {' '.join(config.child.argv)} on "
-        + ", ".join(
-            [str(address) for address in config.listen]
-            + [
-                f"{fleet.listeners[listener].url}{path} (listener {listener})"
-                for listener, path in fleet.endpoints(name)
-            ]
-        )
-        + f" ({config.child_mode})"
-        + (f"; on demand, stopped after {config.idle_stop:g}s idle" if config.start == "on-demand" else "")
-        + _describe_sandbox(config.child.sandbox)
-        + (f"; cannot start: {fleet.unavailable[name]}" if name in fleet.unavailable else "")
-        + "".join(
-            f"; tools {rule.pattern} need {' '.join(sorted(rule.scopes))}"
-            for rule in config.tool_scopes.rules
-        )
-        for name, config in fleet.servers.items()
-    ]

@@ -28,8 +28,8 @@ from .._ops.fleet import run_fleet
 from .._ops.logs import configure_logging
 from .._ops.plan import FleetPlan
 from .._relay.tap import Tap
-from . import config as config_file
 from .arguments import add_common
+from .describe import describe
 from .exits import EXIT_CONFIG, EXIT_OK
 from .fleet_file import LISTEN_FLAGS, check_command, listen_table, read_config
 from .loaders import load_resource_metadata, load_tokens, resolve_group, resolve_user
@@ -323,6 +323,6 @@ def check_config(argv: Sequence[str]) -> int:
         for line in str(exc).splitlines():
             logger.error("%s", line)
         return EXIT_CONFIG
-    for line in config_file.describe(fleet):
+    for line in describe(fleet):
         print(line)
     return EXIT_OK

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bridge._cli.config import describe, read, serve_configs
+from bridge._cli.config import read, serve_configs
+from bridge._cli.describe import describe
 from bridge._cli.serve import build_serve_config, servers_to_run
 from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
