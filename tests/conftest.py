@@ -479,6 +479,21 @@ def processes_in(namespace: str) -> list[int]:
 
 def sandbox_namespace(root: int) -> str:
     """The PID namespace of the sandbox under process ``root`` (bwrap, or the bridge above it)."""
+    namespace = _find_sandbox_namespace(root)
+    if namespace is None:
+        raise AssertionError(f"no sandbox under pid {root}")
+    return namespace
+
+
+async def wait_for_sandbox_namespace(root: int) -> str:
+    """:func:`sandbox_namespace`, once there is one: bwrap makes it a moment after it starts, so a
+    daemon that started its child may not have a sandbox yet (callers bound it with fail_after)."""
+    while (namespace := _find_sandbox_namespace(root)) is None:
+        await trio.sleep(0.01)
+    return namespace
+
+
+def _find_sandbox_namespace(root: int) -> str | None:
     ours = pid_namespace(os.getpid())
     queue = [root]
     while queue:
@@ -495,7 +510,7 @@ def sandbox_namespace(root: int) -> str:
                 if namespace is not None and namespace != ours:
                     return namespace
                 queue.append(int(entry))
-    raise AssertionError(f"no sandbox under pid {root}")
+    return None
 
 
 async def until_namespace_is_empty(namespace: str) -> None:

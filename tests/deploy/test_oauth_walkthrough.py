@@ -44,7 +44,7 @@ from conftest import (
     bwrap_or_skip,
     pid_namespace,
     poll,
-    sandbox_namespace,
+    wait_for_sandbox_namespace,
 )
 
 __all__ = ["public_tls"]  # the fixture, imported for the tests below
@@ -347,7 +347,7 @@ async def test_with_the_sandbox_added_as_the_page_says_the_sdk_client_still_call
             )
             assert texts == ["sandboxed"]
             # The tool ran in a sandbox: a PID namespace of its own under the bridge.
-            assert sandbox_namespace(walk.bridge.process.pid) != pid_namespace(os.getpid())
+            assert await wait_for_sandbox_namespace(walk.bridge.process.pid) != pid_namespace(os.getpid())
 
 
 def troubleshooting_rows() -> dict[str, int]:

@@ -31,8 +31,8 @@ from conftest import (
     processes_in,
     processes_with,
     request,
-    sandbox_namespace,
     until_namespace_is_empty,
+    wait_for_sandbox_namespace,
 )
 
 TIMEOUT = 20
@@ -67,7 +67,7 @@ async def test_an_mcp_round_trip_works_through_a_sandboxed_venv_python_server(so
             await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             reply = await client.call(2, "echo", text="from the box")
             assert "from the box" in reply["result"]["content"][0]["text"]
-            namespace = sandbox_namespace(bridge.process.pid)
+            namespace = await wait_for_sandbox_namespace(bridge.process.pid)
             await client.aclose()
             await until_namespace_is_empty(namespace)  # per-connection: its child went with it
 
@@ -103,7 +103,7 @@ async def test_no_process_of_a_shared_sandboxed_child_survives_the_daemon(
             "--sandbox", "--child", "shared", "--listen", address, "--env", CHILD_PATH,
             "--", "python3", "-m", "bridge.example_server",
         ) as bridge:  # fmt: skip
-            namespace = sandbox_namespace(bridge.process.pid)
+            namespace = await wait_for_sandbox_namespace(bridge.process.pid)
             assert processes_in(namespace)
             bridge.process.send_signal(signum)
             code = await bridge.process.wait()
