@@ -93,7 +93,7 @@ async def echo_over(ws: WebSocketConnection, text: str) -> str:
     return str(reply["result"]["content"][0]["text"])
 
 
-async def upgrade(port: int, target: str, headers: list[str] = ()) -> tuple[int, Any]:  # type: ignore[assignment]
+async def upgrade(port: int, target: str, headers: tuple[str, ...] = ()) -> tuple[int, Any]:
     """A raw upgrade request for ``target``: the status and JSON body of the answer."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     key = base64.b64encode(os.urandom(16)).decode()
@@ -167,7 +167,7 @@ async def test_each_websocket_mount_checks_oauth_tokens_for_its_own_url_and_the_
                 async with open_websocket_url(setup.url("beta"), extra_headers=bearer(token)) as ws:
                     assert await echo_over(ws, "authorized") == "authorized"
                 status, body = await upgrade(
-                    setup.port, "/servers/gamma/ws", [f"Authorization: Bearer {token}"]
+                    setup.port, "/servers/gamma/ws", (f"Authorization: Bearer {token}",)
                 )
                 assert status == 401  # its audience is beta's URL, not gamma's
                 assert body["error"]["data"]["reason"] == "wrong-audience"
