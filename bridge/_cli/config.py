@@ -161,7 +161,7 @@ def _mount(entry: ListenerEntry, where: str, server: str, listeners: Mapping[str
     """
     check_mount(entry, where, server, listeners)
     listener = listeners[str(entry.shared)]
-    endpoint = entry.path if entry.path is not None else f"{listener.prefix}/{server}/mcp"
+    endpoint = entry.path if entry.path is not None else listener.default_path(server)
     oauth = _oauth(entry, where)
     if listener.url.startswith("http+fd:"):
         if oauth is not None and not oauth.audiences:

@@ -29,7 +29,7 @@ def describe(servers: FleetPlan | Mapping[str, ServeConfig]) -> list[str]:
     fleet = FleetPlan.of(servers)
     listeners = [
         f"listener {name}: {listener.url}, servers under {listener.prefix}/"
-        + ("" if listener.index else " (no index)")
+        + (" (WebSocket)" if listener.websocket else "" if listener.index else " (no index)")
         for name, listener in fleet.listeners.items()
     ]
     return listeners + [

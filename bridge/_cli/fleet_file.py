@@ -23,7 +23,8 @@ from .._ops.plan import FleetPlan
 from . import config as config_file
 from .serve_parser import serve_parser
 
-HTTP_SCHEMES = frozenset({"http", "https"})
+# The --listen URLs beside --config that become one shared listener: HTTP or WebSocket.
+SHARED_SCHEMES = frozenset({"http", "https", "ws", "wss"})
 # With --config and --listen URL: the options that configure that one shared listener (each is
 # also the key of a [listeners.NAME] table); the token ones guard every server mounted on it too.
 LISTEN_FLAGS = (
@@ -53,11 +54,11 @@ def check_command(spec: ChildSpec) -> None:
 
 
 def listen_table(options: argparse.Namespace) -> dict[str, Any] | None:
-    """``--listen http://HOST:PORT[/PREFIX]`` as a shared listener's table, or ``None`` if it is not one."""
+    """``--listen http://HOST:PORT[/PREFIX]`` (or ``ws://``...) as a shared listener's table, or ``None``."""
     if len(options.listen) != 1:
         return None
     url = urllib.parse.urlsplit(options.listen[0])
-    if url.scheme not in HTTP_SCHEMES or not url.netloc or url.query or url.fragment:
+    if url.scheme not in SHARED_SCHEMES or not url.netloc or url.query or url.fragment:
         return None
     table: dict[str, Any] = {"kind": url.scheme, "address": url.netloc}
     if url.path not in ("", "/"):

@@ -74,11 +74,13 @@ def listen_on(data: Any, table: dict[str, Any]) -> Any:
     listeners = data.setdefault("listeners", {})
     if isinstance(listeners, dict) and LISTEN_NAME in listeners:
         raise ConfigError(f"listeners.{LISTEN_NAME}: the name --listen gives its listener; rename this one")
-    if isinstance(listeners, dict):
-        listeners[LISTEN_NAME] = table
     guard = {
         key: value for key, value in table.items() if key.startswith("token_") or key == "insecure_no_auth"
     }
+    if table.get("kind") in ("ws", "wss"):  # no index to guard: the tokens are the servers' alone
+        table = {key: value for key, value in table.items() if key not in guard}
+    if isinstance(listeners, dict):
+        listeners[LISTEN_NAME] = table
     for server in data["servers"].values():
         if isinstance(server, dict):
             own = server.setdefault("listeners", [])

@@ -69,8 +69,10 @@ KIND_FIELDS = {
 }
 
 
-# A shared listener's (``[listeners.NAME]``) kinds: HTTP serves servers by path.
-SHARED_KINDS = ("http", "https", "fd")
+# A shared listener's (``[listeners.NAME]``) kinds: HTTP and WebSocket serve servers by path.
+SHARED_KINDS = ("http", "https", "fd", "ws", "wss")
+# What a mount on a WebSocket shared listener may not set: HTTP's sessions, CORS and metadata.
+HTTP_MOUNT_FIELDS = {"cors_origin", "oauth_metadata", "session_idle_timeout", "max_sessions", "sse_after"}
 # What a mount (``shared = "NAME"``) sets for itself: its path, its security, its sessions.
 MOUNT_FIELDS = {"shared", "path", *_TOKENS, *_OAUTH, "cors_origin", "oauth_metadata"} | {
     "session_idle_timeout",
@@ -120,16 +122,17 @@ class ListenerEntry:
 
 @attrs.frozen
 class SharedListenerEntry:
-    """One ``[listeners.NAME]`` table: an HTTP(S) socket several servers are mounted on.
+    """One ``[listeners.NAME]`` table: an HTTP(S) or WebSocket socket several servers are mounted on.
 
     Its tokens and OAuth settings guard the index (``GET prefix``) only: each mount brings its own.
+    ``index``: ``None`` when not set (on for HTTP; a WebSocket listener has none).
     """
 
     kind: str
     address: str | None = None
     name: str | None = None
     prefix: str = "/servers"
-    index: bool = True
+    index: bool | None = None
     token_file: list[str] = attrs.field(factory=list)
     token_env: list[str] = attrs.field(factory=list)
     token_credential: list[str] = attrs.field(factory=list)

@@ -245,8 +245,8 @@ def servers_to_run(
     if command or (options.listen and listen is None):
         raise ConfigError(
             "--config FILE describes the servers and their listeners: drop --listen "
-            "and the command after '--' (or give one --listen http://HOST:PORT to serve "
-            "every server of the file on that port)"
+            "and the command after '--' (or give one --listen http://HOST:PORT, or ws://HOST:PORT, "
+            "to serve every server of the file on that port)"
         )
     defaults = vars(serve_parser().parse_args([]))
     process_wide = {"config", "socket_dir", "admin", "tap", "log_level", "log_format", "listen"}

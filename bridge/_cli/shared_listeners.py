@@ -20,12 +20,32 @@ from .._limits import parse_duration
 from .._ops.plan import FleetPlan, SharedListener
 from .loaders import load_tokens
 from .oauth_options import build_oauth, check_audience
-from .schema import MOUNT_FIELDS, SHARED_KINDS, SOCKET_FIELDS, ListenerEntry, SharedListenerEntry
+from .schema import (
+    HTTP_MOUNT_FIELDS,
+    MOUNT_FIELDS,
+    SHARED_KINDS,
+    SOCKET_FIELDS,
+    ListenerEntry,
+    SharedListenerEntry,
+)
 
 # A server's name on a shared listener is a path segment (PREFIX/NAME/mcp), a log and metric label:
 # the names channels' HttpHost accepts (channels/_http/host.py, SERVER_NAME), checked here first
 # so that the file's error names the server.
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# The shared listeners that serve WebSocket (a WebSocketHost): no index, no HTTP sessions.
+WEBSOCKET_KINDS = ("ws", "wss")
+# A shared listener's own authentication, which guards its index alone.
+INDEX_GUARD_FIELDS = {
+    "token_file",
+    "token_env",
+    "token_credential",
+    "oauth_issuer",
+    "oauth_audience",
+    "oauth_scope",
+    "oauth_introspection",
+    "oauth_client_file",
+}
 # A mount path or prefix: absolute, segments of unreserved characters (RFC 3986 §2.3) and a few
 # sub-delims, no percent-encoding, no dot segment, no empty segment; what the host routes exactly.
 _SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")
@@ -55,9 +75,11 @@ def shared_listeners(tables: Mapping[str, SharedListenerEntry]) -> dict[str, Sha
 def _shared_listener(entry: SharedListenerEntry, where: str) -> SharedListener:
     if entry.kind not in SHARED_KINDS:
         raise ConfigError(
-            f'{where}.kind: expected "http" or "https" (or "fd" for a socket systemd passes): a '
-            "shared listener serves its servers by path over HTTP"
+            f'{where}.kind: expected "http" or "https" (or "fd" for a socket systemd passes), or "ws" '
+            'or "wss": a shared listener serves its servers by path over HTTP or WebSocket'
         )
+    if entry.kind in WEBSOCKET_KINDS:
+        _check_websocket(entry, where)
     if entry.kind == "fd":
         if entry.name is None:
             raise ConfigError(
@@ -76,10 +98,13 @@ def _shared_listener(entry: SharedListenerEntry, where: str) -> SharedListener:
             raise ConfigError(f'{where}.name: only for kind = "fd"; remove it')
         url = f"{entry.kind}://{entry.address}"
         tls = [field for field in ("tls_cert", "tls_key", "tls_client_ca") if getattr(entry, field)]
-        if entry.kind == "http" and tls:
-            raise ConfigError(f'{where}.{tls[0]}: for kind = "https"; remove it or make the listener https')
-        if entry.kind == "https" and (entry.tls_cert is None or entry.tls_key is None):
-            raise ConfigError(f'{where}: kind = "https" needs tls_cert and tls_key')
+        if entry.kind in ("http", "ws") and tls:
+            secure = "wss" if entry.kind == "ws" else "https"
+            raise ConfigError(
+                f"{where}.{tls[0]}: for kind = {secure!r}; remove it or make the listener {secure}"
+            )
+        if entry.kind in ("https", "wss") and (entry.tls_cert is None or entry.tls_key is None):
+            raise ConfigError(f"{where}: kind = {entry.kind!r} needs tls_cert and tls_key")
     if problem := path_problem(entry.prefix):
         raise ConfigError(f"{where}.prefix: {problem}")
     try:
@@ -114,7 +139,33 @@ def _shared_listener(entry: SharedListenerEntry, where: str) -> SharedListener:
             options = attrs.evolve(options, tcp_keepalive=TcpKeepalive.parse(entry.tcp_keepalive))
         except ValueError as exc:
             raise ConfigError(f"{where}.tcp_keepalive: {exc}") from None
-    return SharedListener(url=url, options=options, prefix=entry.prefix, index=entry.index)
+    index = entry.index is not False and entry.kind not in WEBSOCKET_KINDS
+    return SharedListener(url=url, options=options, prefix=entry.prefix, index=index)
+
+
+def _check_websocket(entry: SharedListenerEntry, where: str) -> None:
+    """Refuse what a WebSocket shared listener has no use for: an index, and what guards one.
+
+    Raises:
+        ConfigError: naming the field and the fix.
+    """
+    if entry.index:
+        raise ConfigError(
+            f"{where}.index: a WebSocket listener has no index (an HTTP listener's GET {entry.prefix} "
+            "lists its servers); remove it"
+        )
+    unset = SharedListenerEntry(kind=entry.kind)
+    for field in (*sorted(INDEX_GUARD_FIELDS), "trust_proxy"):
+        if getattr(entry, field) != getattr(unset, field):
+            why = (
+                "it guards the index, which a WebSocket listener has not"
+                if field != "trust_proxy"
+                else ("X-Forwarded-* headers are read by HTTP listeners only")
+            )
+            raise ConfigError(
+                f"{where}.{field}: not used by kind = {entry.kind!r} ({why}); set each server's own "
+                "on its mount, or remove it"
+            )
 
 
 def check_mount(
@@ -150,12 +201,21 @@ def check_mount(
             f"servers.{server}: a server on a shared listener is named in its paths, logs and metrics: "
             "use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit); rename it"
         )
+    if listeners[str(entry.shared)].websocket:
+        for key in sorted(HTTP_MOUNT_FIELDS):
+            if getattr(entry, key) != getattr(unset, key):
+                raise ConfigError(
+                    f"{where}.{key}: HTTP's; not used by a mount on WebSocket listener "
+                    f"[listeners.{entry.shared}]; remove it"
+                )
     if entry.path is not None and (problem := path_problem(entry.path)):
         raise ConfigError(f"{where}.path: {problem}")
 
 
-def _routes(endpoint: str) -> set[str]:
-    """The paths a mount at ``endpoint`` answers: the endpoint, and the 2024-11-05 transport's."""
+def _routes(endpoint: str, websocket: bool) -> set[str]:
+    """The paths a mount at ``endpoint`` answers: the endpoint, and over HTTP the 2024-11-05 transport's."""
+    if websocket:
+        return {endpoint}
     parent = endpoint.rsplit("/", 1)[0]
     return {endpoint, f"{parent}/sse", f"{parent}/messages"}
 
@@ -174,13 +234,14 @@ def check_routes(plan: FleetPlan) -> None:
                 f"servers.{server}.listeners: mounted twice on listener {sorted(twice)[0]!r}; keep one"
             )
         for listener, endpoint in plan.endpoints(server):
-            prefix = plan.listeners[listener].prefix
-            if endpoint in (prefix, f"{prefix}/"):
+            shared = plan.listeners[listener]
+            prefix = shared.prefix
+            if shared.index and endpoint in (prefix, f"{prefix}/"):
                 raise ConfigError(
                     f"servers.{server}: its path {endpoint} is the index of listener {listener!r}; "
                     "give it another path"
                 )
-            for route in sorted(_routes(endpoint)):
+            for route in sorted(_routes(endpoint, shared.websocket)):
                 other = taken.setdefault((listener, route), server)
                 if other != server:
                     raise ConfigError(

@@ -1,10 +1,10 @@
-"""The fleet's shared listeners: one :class:`~channels.HttpHost` per ``[listeners.NAME]``.
+"""The fleet's shared listeners: one host, HTTP or WebSocket, per ``[listeners.NAME]``.
 
 :class:`Hosts` opens each host before the servers mounted on it start, serves it in the fleet's
 nursery, keeps it across reloads while its own settings stay the same, re-opens it when they change
 (the servers mounted on it restart, since their mount addresses name the new host) and closes it
-after the servers, at the end. Each host's index (``GET {prefix}``) lists its servers, filled in by
-the fleet through :meth:`Hosts.open`'s ``index``.
+after the servers, at the end. Each HTTP host's index (``GET {prefix}``) lists its servers, filled
+in by the fleet through :meth:`Hosts.open`'s ``index`` (a WebSocket host has none).
 
 A server that cannot start keeps its path taken by a placeholder mount that is never served:
 its requests get 503 (the host's answer for a mount that is not serving), not the 404 of an
@@ -19,12 +19,15 @@ from collections.abc import Callable, Mapping
 import attrs
 import trio
 
-from channels import Address, HttpHost, JSONObject, ListenError, MessageListener
+from channels import Address, HttpHost, JSONObject, ListenError, MessageListener, WebSocketHost
 
 from .._daemon.daemon import Daemon
 from .plan import FleetPlan, SharedListener
 
 logger = logging.getLogger("bridge")
+
+# Either kind of shared socket: the same contract (mount_address, serve, aclose), HTTP or WebSocket.
+Host = HttpHost | WebSocketHost
 
 
 @attrs.define(eq=False)
@@ -32,7 +35,7 @@ class _Open:
     """One open host, the settings it was opened with, and the scope its ``serve`` runs in."""
 
     settings: SharedListener
-    host: HttpHost
+    host: Host
     scope: trio.CancelScope
 
 
@@ -70,15 +73,19 @@ class Hosts:
         for name, settings in plan.listeners.items():
             if name in self._open:
                 continue
-            host = await HttpHost.open(
-                settings.url, settings.options, prefix=settings.prefix, index=settings.index
-            )
-            host.index = lambda name=name: self.index(name)
+            host: Host
+            if settings.websocket:
+                host = await WebSocketHost.open(settings.url, settings.options, prefix=settings.prefix)
+            else:
+                host = await HttpHost.open(
+                    settings.url, settings.options, prefix=settings.prefix, index=settings.index
+                )
+                host.index = lambda name=name: self.index(name)
             scope = trio.CancelScope()
             self._open[name] = _Open(settings, host, scope)
 
             async def serve(
-                *, task_status: trio.TaskStatus[None], host: HttpHost = host, scope: trio.CancelScope = scope
+                *, task_status: trio.TaskStatus[None], host: Host = host, scope: trio.CancelScope = scope
             ) -> None:
                 with scope:
                     await host.serve(task_status=task_status)
@@ -131,7 +138,7 @@ class Hosts:
                 logger.error("%s; the certificate in use stays", exc)
         return with_tls
 
-    def mapping(self) -> Mapping[str, HttpHost]:
+    def mapping(self) -> Mapping[str, Host]:
         """The open hosts, by listener name."""
         return {name: item.host for name, item in self._open.items()}
 

@@ -18,26 +18,38 @@ from channels import Address, ListenOptions
 
 from .._daemon.config import ServeConfig
 
-# Where a shared listener mounts servers unless told otherwise: PREFIX/NAME/mcp (as the host's).
+# Where a shared listener mounts servers unless told otherwise: PREFIX/NAME/mcp (as the hosts').
 DEFAULT_PREFIX = "/servers"
 
 
 @attrs.frozen
 class SharedListener:
-    """One HTTP(S) socket several servers are mounted on (``[listeners.NAME]``).
+    """One HTTP(S) or WebSocket socket several servers are mounted on (``[listeners.NAME]``).
 
     Attributes:
-        url: ``http://HOST:PORT``, ``https://HOST:PORT`` or ``http+fd:NAME`` (no path).
+        url: ``http://HOST:PORT``, ``https://HOST:PORT``, ``http+fd:NAME``, ``ws://HOST:PORT`` or
+            ``wss://HOST:PORT`` (no path).
         options: the socket's own: TLS files, TCP keepalive, handshake timeout, Host and Origin
             checks, ``http.trust_proxy``; its tokens and OAuth guard the index only.
-        prefix: servers are mounted at ``{prefix}/{name}/mcp`` unless given a path.
-        index: whether ``GET {prefix}`` lists the servers (to callers the listener authenticates).
+        prefix: servers are mounted at ``{prefix}/{name}/mcp`` (``.../ws`` on a WebSocket
+            listener) unless given a path.
+        index: whether ``GET {prefix}`` lists the servers (to callers the listener authenticates);
+            an HTTP listener's only.
     """
 
     url: str
     options: ListenOptions
     prefix: str = DEFAULT_PREFIX
     index: bool = True
+
+    @property
+    def websocket(self) -> bool:
+        """Whether it is a WebSocket listener (a ``WebSocketHost``; else an ``HttpHost``)."""
+        return self.url.startswith(("ws://", "wss://"))
+
+    def default_path(self, server: str) -> str:
+        """Where ``server`` is mounted unless given a path: ``{prefix}/{server}/mcp`` or ``/ws``."""
+        return f"{self.prefix}/{server}/{'ws' if self.websocket else 'mcp'}"
 
 
 @attrs.frozen
@@ -52,9 +64,9 @@ class Mount:
     path: str | None
     options: ListenOptions
 
-    def endpoint(self, prefix: str, server: str) -> str:
-        """The endpoint's path on a listener whose prefix is ``prefix``."""
-        return self.path if self.path is not None else f"{prefix}/{server}/mcp"
+    def endpoint(self, listener: SharedListener, server: str) -> str:
+        """The endpoint's path on ``listener``."""
+        return self.path if self.path is not None else listener.default_path(server)
 
 
 @attrs.frozen
@@ -82,7 +94,7 @@ class FleetPlan:
     def endpoints(self, server: str) -> list[tuple[str, str]]:
         """The shared listener's name and the endpoint path of each of ``server``'s mounts."""
         return [
-            (mount.listener, mount.endpoint(self.listeners[mount.listener].prefix, server))
+            (mount.listener, mount.endpoint(self.listeners[mount.listener], server))
             for mount in self.mounts.get(server, ())
         ]
 

@@ -5,7 +5,8 @@ What lives here: the exceptions (``errors``), JSON-RPC values (``jsonrpc``), new
 descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker (``ticker``), the
 listener and address machinery (``listener``, ``address``, ``options``, ``serve``), TLS contexts and
 the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``), OAuth settings
-and principals (``oauth``) and the HTTP request guard (``guard``).
+and principals (``oauth``), the HTTP request guard (``guard``) and what hosts sharing one socket
+among several servers route by (``mounts``).
 
 Import rule: modules here import only each other, the standard library and third-party packages.
 The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
@@ -73,6 +74,9 @@ from .listener import (
 from .lock import (
     HandoffLock,
 )
+from .mounts import (
+    MountAddress,
+)
 from .oauth import (
     OAuthSettings,
     Principal,
@@ -127,6 +131,7 @@ __all__ = [
     "MessageChannel",
     "MessageListener",
     "MessageTooLarge",
+    "MountAddress",
     "OAuthSettings",
     "Oversized",
     "ParseError",

@@ -31,10 +31,11 @@ from typing import NoReturn, Self, final
 import attrs
 import trio
 
-from .._core.address import Address, AddressError
+from .._core.address import AddressError
 from .._core.channel import MessageChannel
 from .._core.jsonrpc import JSONObject
 from .._core.listener import Incoming, MessageListener
+from .._core.mounts import MountAddress, check_mount_path, check_server_name
 from .._core.options import ConnectOptions, ListenError, ListenOptions
 from .._sockets.activation import listen_only
 from .._sockets.tcp import check_exposure
@@ -44,7 +45,6 @@ from .client.channel import open_http_client
 from .mount import HttpMountListener
 from .server.call import HttpCall, method_not_allowed
 from .server.front import HttpFront
-from .server.routing import check_mount_path, check_server_name
 from .server.service import HttpService
 
 # Where servers are mounted unless the host is told otherwise: PREFIX/NAME/mcp.
@@ -77,8 +77,6 @@ class HttpHost:
         self._address = bound.address
         self._options = options
         self._tls = bound.tls
-        self._mounts: dict[str, HttpService] = {}
-        self._closed = False
 
     @classmethod
     async def open(
@@ -107,7 +105,7 @@ class HttpHost:
             raise AddressError(f"{url_or_address}: {problem}")
         bound = await bind_shared(url_or_address, options, prefix, guarded=index)
         try:
-            front = HttpFront(options, strict=True)
+            front = HttpFront(options, strict=True, address=bound.address)
             host = cls(bound, front, options)
             answer = host._answer_index
             routes = {prefix: answer, prefix + "/": answer} if index else {}
@@ -138,7 +136,7 @@ class HttpHost:
     @property
     def mounts(self) -> Mapping[str, str]:
         """The servers mounted now: name to endpoint path."""
-        return {name: service.endpoint.path for name, service in self._mounts.items()}
+        return {name: service.endpoint.path for name, service in self._front.routes.names.items()}
 
     def mount_address(self, name: str, path: str | None = None) -> HttpMountAddress:
         """The address that mounts server ``name`` at ``path`` (default ``{prefix}/{name}/mcp``).
@@ -209,8 +207,8 @@ class HttpHost:
 
     async def aclose(self) -> None:
         """Close the socket and unmount every server still mounted (their sessions end)."""
-        self._closed = True
-        for service in list(self._mounts.values()):
+        self._front.routes.closed = True
+        for service in list(self._front.routes.names.values()):
             await self._unmount(service)
         for one in self._sockets:
             await trio.aclose_forcefully(one.listener)
@@ -219,10 +217,7 @@ class HttpHost:
 
     async def _mount(self, mount: HttpMountAddress, options: ListenOptions) -> HttpService:
         """Route ``mount``'s paths to a new service with ``options``; see :meth:`HttpMountAddress.listen`."""
-        if self._closed:
-            raise ListenError(f"{mount}: the shared listener {self._address} is closed")
-        if mount.name in self._mounts:
-            raise ListenError(f"{mount}: server {mount.name} is mounted already on {self._address}")
+        self._front.routes.check(mount, mount.name)
         own = self._options
         options = attrs.evolve(
             options,
@@ -244,22 +239,12 @@ class HttpHost:
             name=mount.name,
             bare_metadata=False,
         )
-        clash = self._front.conflict(service)
-        if clash is not None:
-            path, other = clash
-            who = f"server {other.name}" if other.name is not None else "the index"
-            raise ListenError(
-                f"{mount}: {path} is taken on {self._address} by {who}; server {mount.name} cannot have it"
-            )
-        self._front.add(service)
-        self._mounts[mount.name] = service
+        self._front.add(service, mount)
         return service
 
     async def _unmount(self, service: HttpService) -> None:
         """Route nothing to ``service`` any more and end its sessions; its paths get 404."""
         self._front.remove(service)
-        if service.name is not None and self._mounts.get(service.name) is service:
-            del self._mounts[service.name]
         await service.close()
 
 
@@ -269,31 +254,15 @@ async def _no_incoming(incoming: Incoming) -> None:  # pragma: no cover (the ind
 
 @final
 @attrs.frozen
-class HttpMountAddress(Address):
-    """Server ``name`` mounted at ``path`` on ``host``: an address for one server's daemon.
+class HttpMountAddress(MountAddress[HttpHost]):
+    """Server ``name`` mounted at ``path`` on an :class:`HttpHost` (see :class:`~channels.MountAddress`).
 
     Two compare equal iff they have the same host (the same object), name and path, so an
     unchanged server's configuration stays equal across reloads. ``str()`` is the endpoint's
-    URL, ``f"{host.address}{path}"``. Not registered as an address kind: only the host makes
-    them.
+    URL, ``f"{host.address}{path}"``.
     """
 
     scheme = "http-mount"
-    host: HttpHost = attrs.field(eq=id, repr=False)
-    name: str
-    path: str
-
-    @classmethod
-    def parse(cls, text: str) -> Self:
-        """Not possible: mount addresses are made by :meth:`HttpHost.mount_address`.
-
-        Raises:
-            AddressError: always.
-        """
-        raise AddressError(f"{text!r}: a mounted server's address is made by its HttpHost, not parsed")
-
-    def __str__(self) -> str:
-        return f"{self.host.address}{self.path}"
 
     async def listen(self, options: ListenOptions) -> list[MessageListener]:
         """Mount the server with its own ``options``; return its one listener (the caller's).

@@ -4,7 +4,8 @@
 and establishes each in its own task; ``upgrade`` is the opening handshake, both sides;
 ``channel`` moves messages over an open WebSocket with the ``websockets`` library's sans-I/O core,
 building on its read path (``receiver``) and write path (``sender``); ``frames`` reads and writes
-the common frame shapes without the library's general parser.
+the common frame shapes without the library's general parser. ``host`` is one socket shared by
+several servers, each mounted at its own path (``mount``: one server's mount and its listener).
 
 Import rule: ``channels._core``, ``channels._sockets`` and ``channels._oauth``.
 """
@@ -16,9 +17,15 @@ from .address import (
 from .channel import (
     WebSocketChannel,
 )
+from .host import (
+    WebSocketHost,
+    WebSocketMountAddress,
+)
 
 __all__ = [
     "SecureWebSocketAddress",
     "WebSocketAddress",
     "WebSocketChannel",
+    "WebSocketHost",
+    "WebSocketMountAddress",
 ]

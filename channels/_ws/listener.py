@@ -26,13 +26,18 @@ from .._sockets.endpoint import Endpoint
 from .._sockets.tcp import accept_tcp, format_host_port
 from .channel import WebSocketChannel
 from .oauth import WsOAuth
-from .upgrade import accept_upgrade
+from .upgrade import Upgrade, accept_upgrade
 
 
 @final
 @attrs.define(eq=False)
 class WebSocketIncoming(Incoming):
-    """An accepted TCP connection that must upgrade to WebSocket (after TLS, for ``wss``)."""
+    """An accepted TCP connection that must upgrade to WebSocket (after TLS, for ``wss``).
+
+    From a shared host (:class:`~channels.WebSocketHost`), the TLS handshake is done and the
+    request read and routed already (``upgrade``), and the open channel is kept in ``opened``
+    (the mount's, which closes them when unmounted) while its block runs.
+    """
 
     stream: trio.abc.Stream
     initial_peer: PeerInfo
@@ -40,6 +45,8 @@ class WebSocketIncoming(Incoming):
     guard: RequestGuard
     options: ListenOptions
     oauth: WsOAuth | None = None
+    upgrade: Upgrade | None = None
+    opened: set[WebSocketChannel] | None = None
 
     @property
     def peer(self) -> PeerInfo:
@@ -58,6 +65,8 @@ class WebSocketIncoming(Incoming):
                             f"no WebSocket upgrade within {self.options.handshake_timeout:g}s"
                         )
                     assert channel is not None
+                    if self.opened is not None:
+                        self.opened.add(channel)
                     nursery.start_soon(
                         channel.keepalive, self.options.ping_interval, self.options.ping_timeout
                     )
@@ -72,16 +81,19 @@ class WebSocketIncoming(Incoming):
                     raise
                 finally:
                     if channel is not None:
+                        if self.opened is not None:
+                            self.opened.discard(channel)
                         await channel.aclose_with(CloseReason.NORMAL)
                     await trio.aclose_forcefully(self.stream)
                     nursery.cancel_scope.cancel()
 
     async def _handshake(self) -> WebSocketChannel:
         peer = self.initial_peer
-        if isinstance(self.stream, TLS_STREAMS):
+        if self.upgrade is None and isinstance(self.stream, TLS_STREAMS):
             peer = await tls_handshake(self.stream, peer)
+        path = self.endpoint.path if self.upgrade is None else None  # a host routed it by its path
         return await accept_upgrade(
-            self.stream, peer, self.endpoint.path, self.guard, self.options.max_message_bytes, self.oauth
+            self.stream, peer, path, self.guard, self.options.max_message_bytes, self.oauth, self.upgrade
         )
 
     async def aclose(self) -> None:

@@ -62,13 +62,61 @@ SUBPROTOCOL = Subprotocol("mcp")
 END_OF_HEADERS = b"\r\n\r\n"
 
 
+@attrs.frozen
+class Upgrade:
+    """An upgrade request read off a connection, not answered yet.
+
+    Attributes:
+        protocol: the server's ``websockets`` protocol, which read it.
+        request: the request.
+        received: the bytes that followed it in its last read (frames of an impatient client).
+    """
+
+    protocol: ServerProtocol
+    request: Request
+    received: bytes
+
+    @property
+    def target(self) -> str:
+        """The request target as sent."""
+        return self.request.path
+
+
+async def read_upgrade(stream: trio.abc.Stream, max_message_bytes: int) -> Upgrade:
+    """Read an upgrade request on ``stream`` (a non-HTTP one is answered 400 before this raises).
+
+    ``max_message_bytes`` is the channel's message limit (the protocol's ``max_size``); whoever
+    answers it may set another (``protocol.max_message_size``) before the first frame.
+
+    Raises:
+        HandshakeError: the peer left, or sent no valid HTTP request.
+    """
+    protocol = ServerProtocol(
+        max_size=max_message_bytes,
+        select_subprotocol=_select_subprotocol,
+        logger=wire_logger,
+    )
+    request, received = await _read_request(stream, protocol)
+    return Upgrade(protocol, request, received)
+
+
+async def refuse_upgrade(stream: trio.abc.Stream, upgrade: Upgrade, rejection: Rejection) -> None:
+    """Answer ``upgrade`` with ``rejection`` (its status, JSON body and headers).
+
+    Raises:
+        HandshakeError: the connection was lost while answering.
+    """
+    await _send_response(stream, upgrade.protocol, _rejection(upgrade.protocol, rejection))
+
+
 async def accept_upgrade(
     stream: trio.abc.Stream,
     peer: PeerInfo,
-    path: str,
+    path: str | None,
     guard: RequestGuard,
     max_message_bytes: int,
     oauth: WsOAuth | None = None,
+    upgrade: Upgrade | None = None,
 ) -> WebSocketChannel:
     """Read the upgrade request on ``stream``, check it, answer it; return the open channel.
 
@@ -80,28 +128,28 @@ async def accept_upgrade(
         stream: the connection, past its TLS handshake for ``wss``.
         peer: what is known of the peer; the channel's adds ``Origin``, ``User-Agent`` and the
             token's label (and the OAuth principal).
-        path: the endpoint's path.
+        path: the endpoint's path; ``None`` when the request was routed by it already.
         guard: the Host, Origin and bearer token checks.
         max_message_bytes: the channel's message limit (the protocol's ``max_size``).
         oauth: the OAuth check, after ``guard`` (which then checks Host and Origin only).
+        upgrade: the request, if it was read already (by a shared host, to route it).
 
     Raises:
         CredentialsRefused: refused for its token (401, or 403 for a missing scope).
         HandshakeError: the peer left, sent no valid upgrade request, or was refused otherwise.
     """
-    protocol = ServerProtocol(
-        max_size=max_message_bytes,
-        select_subprotocol=_select_subprotocol,
-        logger=wire_logger,
-    )
-    request, received = await _read_request(stream, protocol)
+    if upgrade is None:
+        upgrade = await read_upgrade(stream, max_message_bytes)
+    else:
+        upgrade.protocol.max_message_size = max_message_bytes
+    protocol, request, received = upgrade.protocol, upgrade.request, upgrade.received
     origins = request.headers.get_all("Origin")
     agents = request.headers.get_all("User-Agent")
     peer = attrs.evolve(
         peer, origin=origins[0] if origins else None, user_agent=agents[0] if agents else None
     )
     outcome: Rejection | WsRefusal | Principal | str | None
-    if request.path.partition("?")[0] != path:
+    if path is not None and request.path.partition("?")[0] != path:
         outcome = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {path}")
     else:
         hosts = request.headers.get_all("Host")

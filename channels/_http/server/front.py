@@ -24,6 +24,7 @@ import trio
 
 from ..._core.channel import PeerInfo
 from ..._core.listener import HandshakeError, tls_handshake
+from ..._core.mounts import MountTable
 from ..._core.options import ListenOptions
 from ..._core.ticker import Ticker
 from ..._core.tlsstream import TLS_STREAMS
@@ -57,14 +58,16 @@ class HttpFront:
             default body limit.
         strict: a host's routing (see the module docstring); ``False`` for an ``http://``
             address.
+        address: the socket's, for errors.
 
     Attributes:
         fallback: the service whose head check a path no service registered passes (an
             ``http://`` address's own service; a host's index, for Host and Origin only).
-        routes: path to the service that answers it and its route (``None``: its metadata).
+        routes: path to the service that answers it and its route (``None``: its metadata),
+            the table :class:`~channels.WebSocketHost` routes by too.
     """
 
-    def __init__(self, options: ListenOptions, *, strict: bool = False) -> None:
+    def __init__(self, options: ListenOptions, *, strict: bool = False, address: str = "") -> None:
         self.options = options
         self.strict = strict
         self.limits = ConnectionLimits(
@@ -76,7 +79,7 @@ class HttpFront:
         )
         self.ticker = Ticker()
         self.fallback: HttpService | None = None
-        self.routes: dict[str, tuple[HttpService, Route | None]] = {}
+        self.routes: MountTable[HttpService, Route | None] = MountTable(address)
         self.max_target = MAX_TARGET_BYTES if strict else sys.maxsize
         self.stopping = False
         self._slots = trio.CapacityLimiter(MAX_CONNECTIONS)
@@ -84,23 +87,18 @@ class HttpFront:
 
     # --- services ------------------------------------------------------------------------
 
-    def conflict(self, service: HttpService) -> tuple[str, HttpService] | None:
-        """A path of ``service`` another service answers already, and that service; or ``None``."""
-        for path in service.paths():
-            taken = self.routes.get(path)
-            if taken is not None and taken[0] is not service:
-                return path, taken[0]
-        return None
+    def add(self, service: HttpService, what: object = None) -> None:
+        """Route ``service``'s paths to it, under its name; ``what`` it is, for errors.
 
-    def add(self, service: HttpService) -> None:
-        """Route ``service``'s paths to it (check :meth:`conflict` first: this overrides)."""
-        for path, route in service.paths().items():
-            self.routes[path] = (service, route)
+        Raises:
+            ListenError: its name or one of its paths is taken (naming both servers); nothing
+                changed.
+        """
+        self.routes.mount(what or service.endpoint, service.name, service, service.paths())
 
     def remove(self, service: HttpService) -> None:
         """Route nothing to ``service`` any more: its paths get 404 from now on."""
-        for path in [path for path, (owner, _) in self.routes.items() if owner is service]:
-            del self.routes[path]
+        self.routes.unmount(service)
 
     # --- lifecycle -----------------------------------------------------------------------
 

@@ -83,8 +83,8 @@ BAD = [
         "servers.gamma.listeners[1].shared: no listener 'nope'; declare [listeners.nope]",
     ),
     (
-        '[listeners.ws]\nkind = "ws"\naddress = "127.0.0.1:0"\n',
-        'listeners.ws.kind: expected "http" or "https"',
+        '[listeners.raw]\nkind = "tcp"\naddress = "127.0.0.1:0"\n',
+        'listeners.raw.kind: expected "http" or "https"',
     ),
     ('[listeners.other]\nkind = "http"\n', "listeners.other.address: required for kind = 'http'"),
     (
