@@ -196,10 +196,7 @@ class Server:
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
-        """Parse one line and dispatch it to its ``on_<method>`` handler, answering requests.
-
-        Crashes here when ``--crash-after`` says so.
-        """
+        """Parse one line, dispatch it to its ``on_<method>`` handler (or crash: ``--crash-after``)."""
         try:
             message = json.loads(line)
         except ValueError:
@@ -282,8 +279,9 @@ class Server:
         return {}
 
     def on_tools_list(self, params: JSON, request_id: Any) -> JSON:
-        """The tools the module docstring lists."""
-        return {"tools": TOOLS}
+        """The tools the module docstring lists; in 2026-07-28, a CacheableResult (its two hints)."""
+        modern = is_modern(params) and self.options.era != "legacy"
+        return {"tools": TOOLS, **({"ttlMs": 3_600_000, "cacheScope": "public"} if modern else {})}
 
     def on_tools_call(self, params: JSON, request_id: Any) -> JSON:
         """Run one tool (see the module docstring).
