@@ -1,7 +1,8 @@
 """Streamable HTTP (and the 2024-11-05 HTTP+SSE transport): ``http://`` and ``https://``.
 
 ``address`` is the address kind; ``host`` one socket shared by several servers, each mounted at
-its own path; ``sse`` the event-stream format both sides share; ``server/`` the
+its own path (``mount`` their listeners, ``binding`` its sockets, ``accepting`` the accept loop
+both kinds share); ``sse`` the event-stream format both sides share; ``server/`` the
 listener (one HTTP/1.1 connection, the routes, sessions and response streams); ``client/`` the
 client channel ``mcp-bridge connect http://...`` uses.
 

@@ -15,10 +15,10 @@ mount's own: one server's session id is unknown (404) to another.
 
 The host keeps everything socket-level: connection slots, head and keep-alive deadlines, the TLS
 handshake, TCP keepalive, parsing and its limits. Before any route, a request target is refused
-if it could confuse routing (docs/security.md, "One port for many servers"): dot segments and
-encoded slashes or dots (400), a target over :data:`MAX_TARGET_BYTES` (414); paths match exactly
-and case-sensitively (a trailing slash is another path), and an unknown path gets a 404 whose
-JSON body names no server.
+if it could confuse routing (docs/security.md, "One port for many servers";
+:mod:`channels._http.server.routing`): dot segments and encoded slashes or dots (400), a target
+over 2 KiB (414); paths match exactly and case-sensitively (a trailing slash is another path),
+and an unknown path gets a 404 whose JSON body names no server.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The HTTP listener: connections, routes, legacy sessions and response streams.
 
-``conn`` is one HTTP/1.1 connection with its limits, ``request`` the parsing of its requests
-(httptools) and their head checks; ``service`` dispatches each request to a route; ``endpoint``
+``front`` is the connection loop of a socket (slots, deadlines, TLS) and routes each request by
+its exact path (``routing``: what a shared host refuses first) to a ``service``, one per MCP
+endpoint (its checks, sessions and routes; ``proxying``: CORS and forwarded headers); ``conn``
+is one HTTP/1.1 connection with its limits, ``request`` the parsing of its requests (httptools)
+and their head checks; ``endpoint``
 is the MCP endpoint (POST, GET, DELETE) and ``legacy`` the 2024-11-05 HTTP+SSE endpoints;
 ``call`` is one request being answered; ``session``, ``exchange`` and ``stream`` turn sessions
 and responses into message channels; ``response`` writes a stream out as one JSON body or as

@@ -16,9 +16,19 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from oidc import authorization_server
 
 from bridge import ChildSpec, Daemon, ServeConfig
-from channels import HttpHost, HttpOptions, Incoming, ListenError, ListenOptions, TokenSet
+from channels import (
+    HttpHost,
+    HttpOptions,
+    Incoming,
+    ListenError,
+    ListenOptions,
+    OAuthSettings,
+    TokenSet,
+    connect,
+)
 
 from conftest import call, example_server, poll, request
 from rawhttp import POST_HEADERS, RawHttp, Response, post
@@ -143,6 +153,25 @@ async def test_each_mount_keeps_its_own_tokens_one_open_on_loopback_one_with_a_s
             assert response.messages()[0]["result"]["content"][0]["text"] == "hi"
 
 
+async def test_each_mount_checks_oauth_tokens_for_its_own_url_and_the_open_mount_stays_open() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with authorization_server() as issuer:
+            oauth = ListenOptions(oauth=OAuthSettings(issuers=[issuer.issuer]))
+            async with hosted({"alpha": ListenOptions(), "beta": oauth, "gamma": oauth}) as setup:
+                beta = f"http://127.0.0.1:{setup.port}/servers/beta/mcp"
+                token = await issuer.token(beta)
+                session_id = await open_session(setup.port, "/servers/beta/mcp", bearer(token))
+                assert (
+                    await echo(setup.port, "/servers/beta/mcp", session_id, "hi", bearer(token))
+                ).status == 200
+                elsewhere = await post(setup.port, initialize(), bearer(token), path="/servers/gamma/mcp")
+                assert elsewhere.status == 401  # its audience is beta's URL, not gamma's
+                assert "/.well-known/oauth-protected-resource/servers/gamma/mcp" in (
+                    elsewhere.header("www-authenticate") or ""
+                )
+                assert (await post(setup.port, initialize(), path="/servers/alpha/mcp")).status == 200
+
+
 async def test_each_mount_serves_its_metadata_at_its_own_path_suffixed_well_known_uri() -> None:
     with trio.fail_after(TIMEOUT):
         document = {"authorization_servers": ["https://issuer.example"]}
@@ -159,6 +188,24 @@ async def test_each_mount_serves_its_metadata_at_its_own_path_suffixed_well_know
                 "/.well-known/oauth-protected-resource",  # the bare path: which server's?
             ):
                 assert (await get(setup.port, target)).status == 404, target
+
+
+async def test_a_mount_address_connects_as_a_client_and_equals_only_the_same_hosts_name_and_path() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hosted({"alpha": ListenOptions()}) as setup:
+            address = setup.host.mount_address("alpha")
+            assert str(address) == f"http://127.0.0.1:{setup.port}/servers/alpha/mcp"
+            assert address == setup.host.mount_address("alpha", "/servers/alpha/mcp")
+            assert address != setup.host.mount_address("alpha", "/other/mcp")
+            assert address != setup.host.mount_address("beta")
+            async with connect(address) as channel:
+                await channel.send(initialize())
+                assert (await channel.receive())["result"]["protocolVersion"] == LEGACY
+            other = await HttpHost.open("http://127.0.0.1:0", ListenOptions())
+            try:
+                assert other.mount_address("alpha") != address
+            finally:
+                await other.aclose()
 
 
 # -- the index ---------------------------------------------------------------------------------------
