@@ -4,7 +4,8 @@
 in this process serving ``tests/sdk_server.py`` with all its opt-in tools, an SDK ``Client`` whose
 request ids are strings (:class:`Wire` records what it sent and got back), the checks both eras
 make, and :class:`DroppingProxy`, a loopback TCP proxy that cuts the connection carrying a given
-request, as a client that went away would.
+request, as a client that went away would. The TypeScript SDK's client runs as ``tests/ts_client.mjs``
+under the Node of tests/conformance/.node (:func:`ts_calls`).
 
 The SDK numbers requests with integers; the client here turns each into the same digits as a
 string on the way out (and progress tokens and cancelled ids with it), the type a bridge that
@@ -13,6 +14,8 @@ mapped ids loosely would lose. The SDK correlates ``"7"`` with ``7``, so it stil
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -39,7 +42,8 @@ from bridge import Daemon
 
 from conftest import running_bridge
 
-SDK_SERVER = str(Path(__file__).resolve().parent / "sdk_server.py")
+TESTS = Path(__file__).resolve().parent
+SDK_SERVER = str(TESTS / "sdk_server.py")
 SDK_ARGV = (sys.executable, SDK_SERVER, "--extra-tools", "--client-tools", "--crash-tools")
 TOOLS = ["add", "ask_client", "blob", "cancelled_slow_calls", "client_roots", "crash", "echo", "pid", "slow"]
 LEGACY_VERSION = "2025-11-25"  # what the SDK client proposes with mode="legacy", and the server accepts
@@ -47,6 +51,10 @@ TIMEOUT = 30  # seconds for a whole test: a daemon, one or two SDK server start-
 WAIT = 10  # seconds for one awaited event (a first progress, a cancellation seen by the child)
 ECHO_TEXT = "over HTTP\nsecond line, é ✓"
 ROOTS = ["file:///work/project-a", "file:///work/project-b"]
+NODE_TOOLS = TESTS / "conformance" / ".node"  # what tests/conformance/install.sh installs
+NODE = NODE_TOOLS / "node" / "node_modules" / ".bin" / "node"
+TS_SDK = NODE_TOOLS / "sdk" / "node_modules" / "@modelcontextprotocol" / "sdk"
+TS_CLIENT = TESTS / "ts_client.mjs"
 
 
 # -- an SDK client whose request ids are strings, and what it sent and got ---------------------------
@@ -190,6 +198,32 @@ def url_of(daemon: Daemon) -> str:
 def texts(result: Any) -> list[str]:
     assert not result.is_error, result
     return [block.text for block in result.content if isinstance(block, TextContent)]
+
+
+# -- the TypeScript SDK's client ---------------------------------------------------------------------
+
+
+def node_tools_or_skip(*more: Path) -> None:
+    """Node and the TypeScript SDK (and ``more``) installed by tests/conformance/install.sh;
+    missing: a failure in CI (``CI`` set), a skip elsewhere."""
+    missing = [str(path) for path in (NODE, TS_SDK, *more) if not path.exists()]
+    if missing:
+        reason = f"{', '.join(missing)} missing: run tests/conformance/install.sh"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set: .ci/run must install it)")
+        pytest.skip(reason)
+
+
+async def ts_calls(url: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run tests/ts_client.mjs: one TypeScript SDK client making ``calls``; one record per call."""
+    done = await trio.run_process(
+        [str(NODE), str(TS_CLIENT), url, json.dumps(calls)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
 
 
 # -- the checks, shared with the 2026-07-28 file ---------------------------------------------------

@@ -13,13 +13,16 @@
 #                (tests/ts_client.mjs): the version suite-0.2 pulls in, so that both agree.
 #   oidc/        oidc-provider@9.13.3 (panva's certified OpenID Connect / OAuth 2.0 server), the
 #                real authorization server of the OAuth tests (tests/oidc_provider.mjs, tests/oidc.py).
+#   everything/  @modelcontextprotocol/server-everything@2026.8.31, the reference servers' stdio
+#                "everything" server (TypeScript SDK, the 2025-11-25 handshake era): one of the
+#                servers on the shared listener of tests/e2e/test_many_servers_sdks_e2e.py.
 #
 # The versions are pinned: the expected-failures baselines (baseline-*.yml) are written against
 # them, and an alpha that adds scenarios must not turn CI red without a change here. To move to
 # a newer suite, change the version below (`npm view @modelcontextprotocol/conformance versions`
 # lists them), run this script and the conformance tests, and update the baselines.
-# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION, CONFORMANCE_NODE_VERSION, TS_SDK_VERSION and
-# OIDC_PROVIDER_VERSION override the pins.
+# CONFORMANCE_0_1_VERSION, CONFORMANCE_0_2_VERSION, CONFORMANCE_NODE_VERSION, TS_SDK_VERSION,
+# OIDC_PROVIDER_VERSION and EVERYTHING_VERSION override the pins.
 #
 # One attempt; .ci/run retries on a registry hiccup. Says for each part whether it was there or
 # installed; exits non-zero when a part is not at its version after the attempt.
@@ -30,6 +33,7 @@ CONFORMANCE_0_1_VERSION="${CONFORMANCE_0_1_VERSION:-0.1.16}"
 CONFORMANCE_0_2_VERSION="${CONFORMANCE_0_2_VERSION:-0.2.0-alpha.12}"
 TS_SDK_VERSION="${TS_SDK_VERSION:-1.32.2}"
 OIDC_PROVIDER_VERSION="${OIDC_PROVIDER_VERSION:-9.13.3}"
+EVERYTHING_VERSION="${EVERYTHING_VERSION:-2026.8.31}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.node"
@@ -76,4 +80,5 @@ install "$root/suite-0.1" @modelcontextprotocol/conformance "$CONFORMANCE_0_1_VE
 install "$root/suite-0.2" @modelcontextprotocol/conformance "$CONFORMANCE_0_2_VERSION"
 install "$root/sdk" @modelcontextprotocol/sdk "$TS_SDK_VERSION"
 install "$root/oidc" oidc-provider "$OIDC_PROVIDER_VERSION"
+install "$root/everything" @modelcontextprotocol/server-everything "$EVERYTHING_VERSION"
 "$root/node/node_modules/.bin/node" --version >/dev/null  # the path tests/e2e/test_conformance.py runs

@@ -12,6 +12,13 @@ runs, each with its own expected-failures file (``tests/conformance/baseline-*.y
 * suite 0.2.0-alpha at 2026-07-28: the stateless era (``server-stateless``, ``caching``,
   ``http-header-validation``, ``input-required-result-*``...).
 
+The last test runs suite 0.2 in both eras once more, against the same child mounted on a shared
+listener (``--config`` with ``[listeners.public]``) at ``/servers/conformance/mcp`` beside two other
+servers, with an empty baseline: a server on a shared port conforms as one on a port of its own.
+Those two runs (~35 s and ~6 s here) cover what a mount has of its own, sessions and event streams
+in the 2025-11-25 era and the header checks of the 2026-07-28 one; suite 0.1 (~30 s, an older
+version of the 2025-11-25 checks) is not repeated there, to keep CI time down.
+
 ``--suite all`` includes the suites' "pending" scenarios (``server-sse-polling``,
 ``http-header-validation``, ``http-custom-header-server-validation``...): they are the ones that
 test the HTTP transport itself. ``--spec-version`` leaves out extension scenarios (tasks, skills),
@@ -41,7 +48,7 @@ import attrs
 import pytest
 import trio
 
-from conftest import REPO, bridge_process
+from conftest import EXAMPLE_SERVER, REPO, bridge_process
 
 CONFORMANCE = REPO / "tests" / "conformance"
 INSTALL = CONFORMANCE / "install.sh"
@@ -183,6 +190,55 @@ async def test_the_conformance_suite_finds_no_failure_outside_its_baseline_at_th
         outcome = f"ran over {RUN_TIMEOUT} s" if status is None else f"exited {status}"
         pytest.fail(
             f"the conformance suite {outcome}: {' '.join(argv)}\n"
+            f"(full output in {log}, checks in {results})\n\n"
+            f"--- its summary ---\n{summary(log)}\n"
+            f"--- failed checks (a WARNING fails a run that has a baseline) ---\n{failed_checks(results)}\n\n"
+            "--- the bridge's log (last 60 lines) ---\n" + "\n".join(bridge.stderr_lines[-60:]),
+            pytrace=False,
+        )
+
+
+SHARED_RUNS = {name: RUNS[name] for name in ("suite 0.2 at 2025-11-25", "suite 0.2 at 2026-07-28")}
+EMPTY_BASELINE = "server: []\n"  # no expected failure at all
+
+
+def shared_listener_config(path: Path) -> None:
+    """The conformance child as server ``conformance`` on a shared listener, with two example
+    servers (one shared child, a child per session) mounted beside it."""
+    servers = {
+        "conformance": ([sys.executable, str(EVERYTHING_SERVER)], "auto"),
+        "first": ([sys.executable, str(EXAMPLE_SERVER)], "shared"),
+        "second": ([sys.executable, str(EXAMPLE_SERVER)], "per-connection"),
+    }
+    text = '[listeners.public]\nkind = "http"\naddress = "127.0.0.1:0"\n'
+    for name, (command, child) in servers.items():
+        text += (
+            f"[servers.{name}]\ncommand = {json.dumps(command)}\nchild = {json.dumps(child)}\n"
+            f'[[servers.{name}.listeners]]\nshared = "public"\n'
+        )
+    path.write_text(text)
+
+
+@pytest.mark.parametrize("suite_run", SHARED_RUNS.values(), ids=SHARED_RUNS.keys())
+async def test_the_conformance_suite_finds_no_failure_at_a_server_mounted_on_a_shared_listener_beside_two_others(
+    suite_run: SuiteRun, conformance_suite: None, tmp_path: Path
+) -> None:
+    config = tmp_path / "servers.toml"
+    shared_listener_config(config)
+    baseline = tmp_path / "empty-baseline.yml"
+    baseline.write_text(EMPTY_BASELINE)
+    run = attrs.evolve(suite_run, baseline=baseline)
+    results = tmp_path / "results"
+    log = tmp_path / "conformance.log"
+    with trio.fail_after(START_TIMEOUT + RUN_TIMEOUT + 30):
+        async with bridge_process("--config", str(config), listeners=3) as bridge:
+            (url,) = [address for address in bridge.addresses if address.endswith("/servers/conformance/mcp")]
+            argv = run.argv(url, results)
+            status = await run_suite(argv, log)
+    if status != 0:
+        outcome = f"ran over {RUN_TIMEOUT} s" if status is None else f"exited {status}"
+        pytest.fail(
+            f"the conformance suite {outcome} at a shared listener's mount: {' '.join(argv)}\n"
             f"(full output in {log}, checks in {results})\n\n"
             f"--- its summary ---\n{summary(log)}\n"
             f"--- failed checks (a WARNING fails a run that has a baseline) ---\n{failed_checks(results)}\n\n"

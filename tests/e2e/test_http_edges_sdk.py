@@ -18,7 +18,6 @@ The TypeScript SDK runs as ``tests/ts_client.mjs`` under the Node of tests/confo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from typing import Any
 
@@ -26,11 +25,22 @@ import pytest
 import trio
 from commands import connect
 from mcp.shared.exceptions import MCPError
-from sdkhttp import LEGACY_VERSION, TIMEOUT, http_bridge, http_client, texts, url_of
+from sdkhttp import (
+    LEGACY_VERSION,
+    NODE,
+    TIMEOUT,
+    TS_CLIENT,
+    http_bridge,
+    http_client,
+    node_tools_or_skip,
+    texts,
+    ts_calls,
+    url_of,
+)
 
 from bridge import Limits
 
-from conftest import REPO, call, request
+from conftest import call, request
 
 MIB = 1024 * 1024
 LIMIT = 256 * 1024  # the bridge's --max-message in the over-limit tests
@@ -38,9 +48,6 @@ OVER = 1024 * 1024  # the text sent: the body is larger than the limit and than 
 FOLLOW_UP = 5  # seconds a small call after a large one may take: it used to hang 33 s
 MODES = ["legacy", "2026-07-28"]  # the Python SDK client's mode=: both eras
 SLOW_TIMEOUT = 60  # seconds for the 8 MiB echo: encoding and validating it on both sides
-NODE = REPO / "tests" / "conformance" / ".node" / "node" / "node_modules" / ".bin" / "node"
-TS_SDK = REPO / "tests" / "conformance" / ".node" / "sdk" / "node_modules" / "@modelcontextprotocol" / "sdk"
-TS_CLIENT = REPO / "tests" / "ts_client.mjs"
 CLIENT_INFO = {"name": "connect-test", "version": "1"}
 
 
@@ -70,33 +77,10 @@ async def test_an_over_limit_body_reaches_the_python_sdk_client_as_an_error_nami
                 assert texts(await sdk.client.call_tool("echo", {"text": "next"})) == ["next"]
 
 
-def ts_client_or_skip() -> None:
-    """Node and the TypeScript SDK installed by tests/conformance/install.sh; missing: a failure
-    in CI (``CI`` set), a skip elsewhere."""
-    missing = [str(path) for path in (NODE, TS_SDK) if not path.exists()]
-    if missing:
-        reason = f"{', '.join(missing)} missing: run tests/conformance/install.sh"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI is set: .ci/run must install it)")
-        pytest.skip(reason)
-
-
-async def ts_calls(url: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run tests/ts_client.mjs: one TypeScript SDK client making ``calls``; one record per call."""
-    done = await trio.run_process(
-        [str(NODE), str(TS_CLIENT), url, json.dumps(calls)],
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    return [json.loads(line) for line in done.stdout.decode().splitlines()]
-
-
 async def test_an_over_limit_body_reaches_the_typescript_sdk_client_as_an_error_naming_the_limit_and_its_next_call_works() -> (
     None
 ):
-    ts_client_or_skip()
+    node_tools_or_skip()
     with trio.fail_after(TIMEOUT):
         async with http_bridge(limits=Limits(max_client_message=LIMIT)) as daemon:
             over, after = await ts_calls(
@@ -177,6 +161,6 @@ async def test_an_8_mib_echo_under_max_message_16_mib_reaches_the_python_sdk_cli
 
 
 def test_the_typescript_sdk_test_client_is_a_module_node_can_load() -> None:
-    ts_client_or_skip()
+    node_tools_or_skip()
     done = subprocess.run([str(NODE), str(TS_CLIENT)], capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 2 and "usage: ts_client.mjs" in done.stderr, done  # it imported the SDK
