@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -305,18 +306,19 @@ def test_an_active_introspection_answer_for_this_audience_is_accepted() -> None:
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
-    [
-        ({"active": False}, "inactive"),
-        (introspected(aud=None), "wrong-audience"),  # absent aud: secure by default
-        (introspected(aud="https://other.example"), "wrong-audience"),
-        (introspected(iss="https://evil.example"), "wrong-issuer"),
-        (introspected(exp=int(time.time()) - 600), "expired"),
-        (introspected(scope="other"), "insufficient-scope"),
-        ([], "malformed"),
+    [  # made when the test runs: an answer made at collection expires in a long test session
+        (lambda: {"active": False}, "inactive"),
+        (lambda: introspected(aud=None), "wrong-audience"),  # absent aud: secure by default
+        (lambda: introspected(aud="https://other.example"), "wrong-audience"),
+        (lambda: introspected(iss="https://evil.example"), "wrong-issuer"),
+        (lambda: introspected(exp=int(time.time()) - 600), "expired"),
+        (lambda: introspected(scope="other"), "insufficient-scope"),
+        (lambda: [], "malformed"),
     ],
+    ids=["inactive", "no-aud", "other-aud", "other-iss", "expired", "scope", "malformed"],
 )
-def test_introspection_answers_are_refused_for_each_reason(answer: Any, expected: str) -> None:
-    result = judge(answer, SETTINGS, (AUDIENCE,), time.time())
+def test_introspection_answers_are_refused_for_each_reason(answer: Callable[[], Any], expected: str) -> None:
+    result = judge(answer(), SETTINGS, (AUDIENCE,), time.time())
     assert isinstance(result, Denied) and result.outcome == expected
 
 
