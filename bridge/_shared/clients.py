@@ -122,7 +122,9 @@ class Clients:
         """Disconnect a client, for ``reason`` (the first one given stays)."""
         if client.ending is None:
             client.ending = reason
-            logger.warning("%s: disconnected: %s", client.channel.peer, detail)
+            # A client going away is normal operation; one the bridge drops (too slow) is not.
+            level = logging.INFO if reason == "client-disconnected" else logging.WARNING
+            logger.log(level, "%s: disconnected: %s", client.channel.peer, detail)
             client.scope.cancel()
 
     def end_legacy(self, detail: str) -> None:

@@ -7,7 +7,7 @@
 Nothing is written against the bridge: the client's OAuth flow is the SDK's own, the authorization
 server is oidc-provider (:mod:`oidc`), the bridge is ``python -m bridge`` with its command-line
 options. The child records its environment and every line it reads, so the test can check that
-the client's token never reaches it.
+the client's token never reaches it; the tap (``--tap``) must name the caller, never the token.
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ async def test_the_sdks_client_credentials_flow_discovers_the_issuer_from_the_40
                 issuer.issuer,
                 "--oauth-scope",
                 SCOPE,
+                "--tap",
+                str(tmp_path / "tap.jsonl"),
             ]
             async with bridge_process(*argv, "--", *recording_child(tmp_path)) as bridge:
                 url = bridge.addresses[0]
@@ -104,6 +106,11 @@ async def test_the_sdks_client_credentials_flow_discovers_the_issuer_from_the_40
     assert "refused: OAuth missing" in log  # the flow began with the 401 challenge
     assert f"auth='oauth sub={subject} client={subject}'" in log
     assert token not in log
+    # So does the tap: the call's records name the principal, and no record holds the token.
+    tapped = [json.loads(line) for line in (tmp_path / "tap.jsonl").read_text().splitlines()]
+    calls = [record for record in tapped if record["message"].get("method") == "tools/call"]
+    assert calls and all(f"auth='oauth sub={subject} client={subject}'" in call["client"] for call in calls)
+    assert token not in (tmp_path / "tap.jsonl").read_text()
     for recorded in ("env.txt", "stdin.txt"):
         text = (tmp_path / recorded).read_text()
         assert token not in text and token.split(".")[2] not in text and "Bearer" not in text, recorded

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import struct
 from typing import Any
 
+import pytest
 import trio
 
 from bridge import Limits
@@ -331,8 +333,9 @@ async def stats(client: LineClient, request_id: Any) -> dict[str, Any]:
 
 
 async def test_a_client_that_disconnects_has_its_requests_cancelled_at_the_child_and_late_replies_dropped(
-    sock_dir,
+    sock_dir, caplog: pytest.LogCaptureFixture
 ):
+    caplog.set_level(logging.INFO, logger="bridge")
     with trio.fail_after(TIMEOUT):
         async with running_bridge(example_server(), ["tcp:127.0.0.1:0"], child_mode="shared") as daemon:
             leaver = await LineClient.open(daemon.addresses[0])
@@ -356,6 +359,10 @@ async def test_a_client_that_disconnects_has_its_requests_cancelled_at_the_child
             # reach anyone; then this client's own reply, with the cancellation the child got.
             seen = await stats(stayer, "mine")
     assert len(seen["cancelled"]) == 1 and type(seen["cancelled"][0]) is int  # a wire id
+    # A client going away is normal operation: one INFO line, nothing louder.
+    gone = [record for record in caplog.records if "disconnected: connection lost" in record.getMessage()]
+    assert [record.levelno for record in gone] == [logging.INFO]
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 async def test_after_a_restart_legacy_clients_carry_on_because_the_bridge_replays_the_handshake(
