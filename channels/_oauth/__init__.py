@@ -7,6 +7,13 @@ issuer's metadata lives and which URLs may be fetched; ``keys`` is one issuer's 
 fetch schedule; ``introspection`` judges and caches RFC 7662 answers. With I/O: ``fetch`` (bounded
 HTTP requests, httpx2) and ``verifier``, the :class:`TokenVerifier` a listener owns.
 
+joserfc and httpx2 (with cryptography and its cffi backend, anyio, httpcore2, truststore: about
+150 modules, 12 MiB and 0.1 s) are imported inside the functions that use them, types under
+``TYPE_CHECKING``: ``import channels`` must not load them, since OAuth is off unless a listener
+asks for it. A :class:`TokenVerifier` imports them when it is created (``verifier.DEPENDENCIES``),
+its ``run`` task the rest when it makes its HTTP client: both at the listener's start, before any
+request. tests/channels/oauth/test_oauth_imports.py holds them to it.
+
 Import rule: ``channels._core`` only (plus third-party packages: joserfc, httpx2); used by
 ``channels._http`` and ``channels._ws``.
 """

@@ -10,11 +10,11 @@ configured one (RFC 8414 §3.3: otherwise an attacker's metadata could name its 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from joserfc.errors import JoseError
-from joserfc.jwk import Key, KeySet
+if TYPE_CHECKING:
+    from joserfc.jwk import Key
 
 
 class DiscoveryError(Exception):
@@ -83,6 +83,9 @@ def signing_keys(document: Any, issuer: str) -> tuple[Key, ...]:
     Raises:
         DiscoveryError: not a JWK Set.
     """
+    from joserfc.errors import JoseError  # (imported here: see the package docstring)
+    from joserfc.jwk import KeySet
+
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
         raise DiscoveryError(f"the key set of {issuer} is not a JWK Set")
     keys = []

@@ -10,12 +10,14 @@ Failures are :class:`FetchError`, whose message is one sentence for the log (nev
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
 import trio
 
 from .discovery import DiscoveryError, check_url
+
+if TYPE_CHECKING:
+    import httpx2
 
 # Connect, read, write and pool timeouts of each request: an issuer that does not answer within
 # 5 s is down for our purpose (the MCP SDK uses 5 s for its own discovery requests too).
@@ -36,6 +38,8 @@ class NotFound(FetchError):
 
 def new_client(verify: Any = True) -> httpx2.AsyncClient:
     """The client a verifier owns (``verify``: an ``ssl.SSLContext``, or ``True`` for the system CAs)."""
+    import httpx2  # (imported here: see the package docstring)
+
     return httpx2.AsyncClient(
         timeout=httpx2.Timeout(TIMEOUT),
         follow_redirects=False,  # a redirect could lead to a non-https or attacker-chosen URL
@@ -58,6 +62,8 @@ async def post_form(
 
 
 async def _request(client: httpx2.AsyncClient, method: str, url: str, what: str, **kwargs: Any) -> Any:
+    import httpx2  # (already imported by new_client, which made the client)
+
     try:
         check_url(url, what)
     except DiscoveryError as error:

@@ -13,10 +13,14 @@ now, needs a fetch, or must be refused:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
-from joserfc.jwk import Key
 
 from .verdict import Denied, invalid, unreachable
+
+if TYPE_CHECKING:
+    from joserfc.jwk import Key
 
 # An unknown kid triggers at most one refetch per issuer per minute: the figure of the MCP SDKs'
 # and Spring Security's JWKS caches (and oidc-provider's own clients).

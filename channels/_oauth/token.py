@@ -14,24 +14,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from joserfc import jws
-from joserfc.errors import (
-    BadSignatureError,
-    ClaimError,
-    ExpiredTokenError,
-    InvalidKeyTypeError,
-    JoseError,
-    MissingClaimError,
-    UnsupportedAlgorithmError,
-)
-from joserfc.jwk import Key
-from joserfc.jwt import JWTClaimsRegistry
 
 from .._core.oauth import OAuthSettings, Principal
 from .verdict import Accepted, Denied, Verdict, insufficient, invalid, missing
+
+if TYPE_CHECKING:
+    from joserfc.jwk import Key
 
 # Tokens longer than this are refused before any parsing. Access tokens of the big providers are
 # 1-2 KiB (Entra ID's with group claims reach ~4 KiB); 8 KiB is also the usual limit on one
@@ -90,6 +81,9 @@ def read(token: str | None, settings: OAuthSettings) -> Unverified | Opaque | De
         return Opaque(token)
     if not _JWS_COMPACT.fullmatch(token):
         return invalid("malformed", "the access token is not a valid JWS compact serialization")
+    from joserfc import jws  # (imported here: see the package docstring)
+    from joserfc.errors import JoseError
+
     try:
         compact = jws.extract_compact(token.encode())
         header = compact.headers()
@@ -129,6 +123,9 @@ def check(
         audiences: the accepted ``aud`` values; the token's must include one of them.
         now: the current Unix time.
     """
+    from joserfc import jws  # (imported here: see the package docstring)
+    from joserfc.errors import BadSignatureError, InvalidKeyTypeError, JoseError, UnsupportedAlgorithmError
+
     payload = None
     mismatched = 0
     for key in keys:
@@ -163,6 +160,9 @@ def check(
 def _check_claims(
     claims: dict[str, Any], settings: OAuthSettings, audiences: Sequence[str], now: float
 ) -> Denied | None:
+    from joserfc.errors import ClaimError, ExpiredTokenError, MissingClaimError
+    from joserfc.jwt import JWTClaimsRegistry
+
     registry = JWTClaimsRegistry(
         now=int(now),
         leeway=int(settings.leeway),

@@ -11,13 +11,14 @@ never raises for a network error (an unreachable issuer is a 503 verdict).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import ssl
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote_plus
 
-import httpx2
 import trio
 
 from .._core.oauth import OAuthSettings
@@ -28,6 +29,9 @@ from .keys import FETCH, IssuerKeys
 from .token import Opaque, check, read
 from .verdict import OUTCOMES, Accepted, Denied, Verdict, invalid, unreachable
 
+if TYPE_CHECKING:
+    import httpx2
+
 logger = logging.getLogger("channels.oauth")
 
 # An issuer that stays unreachable is reported once a minute, not on every retry.
@@ -37,6 +41,10 @@ WARNING_INTERVAL = 60.0
 INTROSPECTION_CONCURRENCY = 8
 # A whole fetch of keys: discovery (up to three documents tried) and the key set.
 LOAD_DEADLINE = 15.0
+# What the modules here import only where they use it (see the package docstring), imported by
+# each TokenVerifier when created: at the listener's start, so that no request waits for it and a
+# missing package stops the start rather than failing requests.
+DEPENDENCIES = ("httpx2", "joserfc.errors", "joserfc.jwk", "joserfc.jws", "joserfc.jwt")
 
 
 class TokenVerifier:
@@ -57,6 +65,8 @@ class TokenVerifier:
         *,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        for name in DEPENDENCIES:
+            importlib.import_module(name)
         self.settings = settings
         self.audiences = tuple(audiences)
         self._ssl_context = ssl_context
