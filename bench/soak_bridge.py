@@ -30,6 +30,12 @@ LISTENING = re.compile(r"listening on (\S+)")
 CONNECTED = re.compile(r"(?:tcp|ws) (\S+): connected; child pid (\d+)")
 CHILD_PEERS = 4096  # children remembered (a ten-minute run starts about 900 per configuration)
 LOG_TAIL = 30  # log lines kept for the report
+# A traceback is kept with its context: the lines logged just before it and its frames after, so
+# a run that finds one says where it came from (the first ten-minute run after issue 15's fixes
+# found 24 on ws and kept only their first lines). The whole report keeps at most NOTABLE_LINES.
+TRACEBACK_BEFORE = 3
+TRACEBACK_AFTER = 25
+NOTABLE_LINES = 200
 
 
 class SoakBridge:
@@ -46,6 +52,7 @@ class SoakBridge:
         self.warnings: collections.Counter[str] = collections.Counter()
         self.tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
         self.notable: list[str] = []
+        self._context = 0  # lines still to keep after a traceback's first line
         self.ready = trio.Event()
         self.exited_early = False
         # child pid -> the peer ("127.0.0.1:PORT") of the connection it serves, from the log
@@ -90,6 +97,9 @@ class SoakBridge:
 
     def _log_line(self, line: str) -> None:
         self.tail.append(line)
+        if self._context > 0:  # a traceback's frames and exception, and the lines before it
+            self._context -= 1
+            self._note(line)
         if match := CONNECTED.search(line):
             self.child_peers[int(match.group(2))] = match.group(1)
             if len(self.child_peers) > CHILD_PEERS:
@@ -99,7 +109,10 @@ class SoakBridge:
             self.ready.set()
         if line.startswith("Traceback") or "Traceback (most recent call last)" in line:
             self.tracebacks += 1
+            for before in list(self.tail)[-TRACEBACK_BEFORE - 1 : -1]:  # what was being logged
+                self._note(before)
             self._note(line)
+            self._context = TRACEBACK_AFTER
         if " ERROR " in line or line.startswith("ERROR"):
             self.errors += 1
             self._note(line)
@@ -107,7 +120,7 @@ class SoakBridge:
             self.warnings[re.sub(r"\d+", "N", line.split("WARNING", 1)[1].strip())[:100]] += 1
 
     def _note(self, line: str) -> None:
-        if len(self.notable) < 20:
+        if len(self.notable) < NOTABLE_LINES:
             self.notable.append(line[:300])
 
     def sample(self) -> dict[str, int]:
