@@ -16,7 +16,14 @@ import trio
 
 from .channel import MessageChannel, PeerInfo
 from .errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
-from .fdio import receive_fd_getter, receive_some, send_all_progressing, send_fd_getter, write_now
+from .fdio import (
+    PROGRESS_PIECE,
+    receive_fd_getter,
+    receive_some,
+    send_all_progressing,
+    send_fd_getter,
+    write_now,
+)
 from .framing import LineFramer, Oversized
 from .jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
 from .tlsstream import TLS_STREAMS, TlsSocketStream
@@ -65,6 +72,7 @@ class StreamChannel(MessageChannel):
         "_closed",
         "_eof",
         "_framer",
+        "_nowait_limit",
         "_peer",
         "_pending",
         "_receive_fd",
@@ -94,6 +102,10 @@ class StreamChannel(MessageChannel):
             if isinstance(stream, TlsSocketStream)
             else partial(write_now, send_fd_getter(stream))
         )
+        # OpenSSL keeps part of a record it could not write at once and must be given the same
+        # buffer again, so a TLS write tried without waiting must fit one progress piece: the
+        # rest of a larger one goes out in pieces (_send_rest), never after a partial attempt.
+        self._nowait_limit = PROGRESS_PIECE if isinstance(stream, TlsSocketStream) else None
         self._receive_fd = receive_fd_getter(stream)
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
@@ -279,6 +291,8 @@ class StreamChannel(MessageChannel):
         """Write what the kernel takes without waiting; return how many bytes that was."""
         if self._closed:
             return 0  # send_all decides what to raise
+        if self._nowait_limit is not None and len(data) > self._nowait_limit:
+            return 0
         return self._send_now(data)
 
     async def send_eof(self) -> None:

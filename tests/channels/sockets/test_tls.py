@@ -68,6 +68,24 @@ async def test_a_tls_listener_serves_an_mcp_session_through_the_bridge(tls_files
                 assert reply["id"] == "a:1" and result_text(reply) == "over TLS"
 
 
+async def test_large_messages_over_a_tls_listener_arrive_whole_when_the_socket_fills_mid_write(
+    tls_files: TlsFiles,
+) -> None:
+    # A reply larger than the socket takes at once: OpenSSL keeps part of the record and must be
+    # given the same buffer again, so the rest cannot be written in smaller pieces.
+    text = "x" * (2 << 20)  # under the 4 MiB default limit, far over a socket buffer
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(
+            example_server(), ["tls:127.0.0.1:0"], listen_options=tls_files.listen_options()
+        ) as daemon:
+            [address] = daemon.addresses
+            async with parse_address(address).connect(tls_files.connect_options()) as channel:
+                for number in range(3):
+                    await channel.send(call(f"big:{number}", "echo", text=text))
+                    reply = await channel.receive()
+                    assert reply["id"] == f"big:{number}" and result_text(reply) == text
+
+
 async def test_a_client_that_does_not_trust_the_servers_certificate_cannot_connect(
     tls_files: TlsFiles,
 ) -> None:
