@@ -103,7 +103,7 @@ async def test_websocket_and_http_listeners_give_their_tcp_connections_keepalive
                         incoming = await ws.accept()
                         stream = incoming.stream  # type: ignore[attr-defined]
                     else:  # an HTTP listener is served, not accepted: take its next connection
-                        stream, _peer = await http._accept()  # type: ignore[attr-defined]
+                        stream, _peer = await http._socket.accept()  # type: ignore[attr-defined]
                     sock = stream.socket
                     settings.append(
                         (
