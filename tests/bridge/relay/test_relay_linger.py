@@ -50,6 +50,7 @@ FIRST = 200
 SECOND = 50
 PER_READ = 3
 READ_SIZE = 256
+TLS_READ_SIZE = 2048  # a TLS read decrypts a record: fewer, larger reads keep within the linger
 READ_PAUSE = 0.003
 RECEIVE_BUFFER = 4096
 
@@ -80,9 +81,9 @@ class Client:
         await self.stream.send_all(b"".join(line(n) for n in ids))
         self.written += count
 
-    async def read(self) -> bool:
+    async def read(self, size: int = READ_SIZE) -> bool:
         """Read once; False at the end of the stream (a reset raises BrokenResourceError)."""
-        data = await self.stream.receive_some(READ_SIZE)
+        data = await self.stream.receive_some(size)
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         self.replies += [json.loads(text) for text in lines]
@@ -90,11 +91,17 @@ class Client:
 
 
 async def serve_a_client_still_writing(
-    pid_file: Path, listen: str, open_stream: Callable[[str], Awaitable[trio.abc.Stream]], **options: Any
+    pid_file: Path,
+    listen: str,
+    open_stream: Callable[[str], Awaitable[trio.abc.Stream]],
+    read_size: int = READ_SIZE,
+    **options: Any,
 ) -> list[dict[str, Any]]:
     """Kill the child under a client that goes on writing while it reads slowly; its replies.
 
-    A reset makes a read or a write raise BrokenResourceError, failing the test.
+    A reset makes a read or a write raise BrokenResourceError, failing the test. The client must
+    read the bridge's replies within the bridge's linger (2 s): over TLS, whose reads cost more on
+    a loaded machine, it reads larger pieces (``read_size``), still writing after each.
     """
     with trio.fail_after(TIMEOUT):
         async with running_bridge(
@@ -107,7 +114,7 @@ async def serve_a_client_still_writing(
             while not client.replies:
                 assert await client.read(), "the connection ended before any reply"
             await client.write(SECOND)
-            while await client.read():
+            while await client.read(read_size):
                 if len(client.replies) >= FIRST:
                     await client.write(PER_READ)
                 await trio.sleep(READ_PAUSE)
@@ -150,6 +157,7 @@ async def test_a_tls_client_still_writing_when_its_child_dies_gets_every_reply_t
         sock_dir / "child.pid",
         "tls:127.0.0.1:0",
         open_slow_tls_reader,
+        TLS_READ_SIZE,
         listen_options=tls_files.listen_options(),
     )
     assert_every_reply_once_up_to_the_end(replies)
