@@ -19,13 +19,15 @@ of the address each host hands one server. See docs/security.md, "One port for m
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Generic, Protocol, Self, TypeVar
 
 import attrs
+import trio
 
 from .address import Address, AddressError
 from .guard import Rejection
+from .listener import Incoming, MessageListener
 from .options import ListenError
 
 # A mounted server's name: one path segment, safe in URLs, logs and metric labels without
@@ -215,3 +217,45 @@ class MountAddress(Address, Generic[Host]):
 
     def __str__(self) -> str:
         return f"{self.host.address}{self.path}"
+
+
+Mounted = TypeVar("Mounted")
+
+
+class MountListener(MessageListener, Generic[Mounted]):
+    """The listener of one mounted server: what both hosts' mount listeners share.
+
+    The socket and its connections are the host's; the listener owns the mount (its service or
+    its upgrade checks) and is served with ``serve``, never ``accept``. Closing it unmounts, once.
+
+    Args:
+        address: the mount's URL.
+        mount: what the host routes the mount's requests to, owned from now on.
+        unmount: the host's, to route nothing to ``mount`` any more and end what it has open.
+    """
+
+    def __init__(self, address: str, mount: Mounted, unmount: Callable[[Mounted], Awaitable[None]]) -> None:
+        self._address = address
+        self._mount = mount
+        self._unmount = unmount
+        self._closed = False
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    async def accept(self) -> Incoming:
+        """Not used: requests come over the host's connections. Serve with ``serve``.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("a mounted server's listener is served with serve(), not accept()")
+
+    async def aclose(self) -> None:
+        """Unmount: the mount's paths get 404 from now on, and what it has open ends."""
+        if not self._closed:
+            self._closed = True
+            await self._unmount(self._mount)
+        else:
+            await trio.lowlevel.checkpoint()

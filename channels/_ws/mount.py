@@ -13,15 +13,15 @@ unmounts (the mount's open WebSockets get close 1001, later upgrades to its path
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import NoReturn, final
 
 import trio
 
 from .._core.channel import CloseReason, PeerInfo
 from .._core.guard import Rejection, RequestGuard
-from .._core.listener import Incoming, IncomingHandler, MessageListener
-from .._core.mounts import not_available
+from .._core.listener import IncomingHandler
+from .._core.mounts import MountListener, not_available
 from .._core.options import ListenOptions
 from .._sockets.endpoint import Endpoint
 from .channel import WebSocketChannel
@@ -90,7 +90,7 @@ class WebSocketMount:
 
 
 @final
-class WebSocketMountListener(MessageListener):
+class WebSocketMountListener(MountListener[WebSocketMount]):
     """Serves one mounted server's WebSockets, which the host routes to its mount.
 
     Args:
@@ -98,26 +98,6 @@ class WebSocketMountListener(MessageListener):
         mount: the mount, owned from now on.
         unmount: the host's, to route nothing to the mount any more and close its WebSockets.
     """
-
-    def __init__(
-        self, address: str, mount: WebSocketMount, unmount: Callable[[WebSocketMount], Awaitable[None]]
-    ) -> None:
-        self._address = address
-        self._mount = mount
-        self._unmount = unmount
-        self._closed = False
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    async def accept(self) -> Incoming:
-        """Not used: connections come through the host's socket. Serve with :meth:`serve`.
-
-        Raises:
-            NotImplementedError: always.
-        """
-        raise NotImplementedError("a mounted server's listener is served with serve(), not accept()")
 
     async def serve(
         self,
@@ -147,11 +127,3 @@ class WebSocketMountListener(MessageListener):
     def oauth_outcomes(self) -> Mapping[str, int] | None:
         oauth = self._mount.oauth
         return oauth.verifier.outcomes if oauth is not None else None
-
-    async def aclose(self) -> None:
-        """Unmount: its path gets 404 from now on, its open WebSockets close with 1001."""
-        if not self._closed:
-            self._closed = True
-            await self._unmount(self._mount)
-        else:
-            await trio.lowlevel.checkpoint()
