@@ -3,6 +3,7 @@
 Run from the repository root::
 
     python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
+                        [--scenarios sequential,pipelined]
 
 Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
 but in ``bridge-shared``, the supergateway-ws rows and the mcp-proxy rows):
@@ -112,16 +113,20 @@ def scenario_list(counts: Counts, cores: int) -> list[tuple[str, object]]:
     return steps
 
 
+SCENARIO_NAMES = tuple(key for key, _ in scenario_list(FULL, 1))
+
+
 def describe(error: BaseException) -> str:
     text = str(error) or type(error).__name__
     return text if isinstance(error, scenarios.BenchError) else f"{type(error).__name__}: {text}"
 
 
-def run_row(name: str, counts: Counts, cores: int) -> dict:
-    """Start one target, run every scenario on it (each failing on its own), stop it."""
+def run_row(name: str, counts: Counts, cores: int, only: list[str] | None = None) -> dict:
+    """Start one target, run every scenario on it (or those in ``only``; each failing on its own),
+    stop it."""
     target = make_target(name)
     row = {"name": name, "command": target.command, "results": {}, "notes": []}
-    steps = scenario_list(counts, cores)
+    steps = [step for step in scenario_list(counts, cores) if only is None or step[0] in only]
     print(f"[{name}] starting", file=sys.stderr, flush=True)
     try:
         target.start()
@@ -175,11 +180,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=",".join(TARGET_NAMES),
         help=f"comma-separated subset of: {', '.join(TARGET_NAMES)} (default: all)",
     )
+    parser.add_argument(
+        "--scenarios",
+        help=f"comma-separated subset of: {', '.join(SCENARIO_NAMES)} (default: all); a quick look "
+        "while working, never a published figure (the report's other columns stay empty)",
+    )
     options = parser.parse_args(argv)
     options.rows = [name.strip() for name in options.rows.split(",") if name.strip()]
     unknown = sorted(set(options.rows) - set(TARGET_NAMES))
     if unknown:
         parser.error(f"unknown rows: {', '.join(unknown)}")
+    if options.scenarios is not None:
+        options.scenarios = [name.strip() for name in options.scenarios.split(",") if name.strip()]
+        unknown = sorted(set(options.scenarios) - set(SCENARIO_NAMES))
+        if unknown:
+            parser.error(f"unknown scenarios: {', '.join(unknown)}")
     return options
 
 
@@ -188,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = QUICK if options.quick else FULL
     machine = machine_info()
     cores = machine["cpus"] or 1
-    rows = [run_row(name, counts, cores) for name in options.rows]
+    rows = [run_row(name, counts, cores, options.scenarios) for name in options.rows]
     header = (
         f"mcp-bridge benchmark ({'quick' if options.quick else 'full'} run): python {machine['python']}, "
         f"{cores} CPUs, {machine['socat']}, load at start {machine['loadavg_at_start'][0]:.2f}"
