@@ -4,6 +4,7 @@ Run from the repository root::
 
     python bench/profile.py bridge-unix [--calls 60000] [--out docs/images/profiles/bridge-unix.svg]
     python bench/profile.py bridge-ws --echo 16   # a 16 MiB echo, three times, instead
+    python bench/profile.py bridge-unix --out /tmp/unix.txt   # collapsed stacks, one per line
 
 It starts the row's relay exactly as ``bench/run.py`` does (``targets.make_target``), opens one
 session, attaches ``py-spy record`` to the relay process (never to its children: the example
@@ -49,7 +50,7 @@ def profile(row: str, out: Path, calls: int, echo_mib: int | None) -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
             spy = subprocess.Popen(
                 [pyspy, "record", "--pid", str(relay), "--rate", str(SAMPLE_RATE), "--format",
-                 "flamegraph", "--output", str(out), "--nonblocking"],
+                 "raw" if out.suffix == ".txt" else "flamegraph", "--output", str(out), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )  # fmt: skip
             time.sleep(1)  # py-spy attaches asynchronously; a second of idle relay costs no samples
@@ -81,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("row", choices=TARGET_NAMES)
     parser.add_argument("--calls", type=int, help="calls to make (default 60000, or 3 echoes)")
     parser.add_argument("--echo", type=int, metavar="MIB", help="echo a message of this many MiB")
-    parser.add_argument("--out", type=Path, help="the SVG (default /tmp/profile-ROW.svg)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the SVG, or collapsed stacks if it ends in .txt (default: /tmp/profile-ROW.svg)",
+    )
     options = parser.parse_args(argv)
     calls = options.calls or (3 if options.echo else 60_000)
     out = options.out or Path(f"/tmp/profile-{options.row}.svg")
