@@ -49,6 +49,8 @@ Scenarios, each on fresh sessions that start with ``initialize`` + ``notificatio
   all N are still connected. For direct this spawns N servers, which is what the relays do too;
 * large: echo of a 1 MiB and a 16 MiB text; median round trip, encoding done before the clock starts.
 
+Before the rows, ``startup.py`` times ``mcp-bridge --version`` against ``python -c pass``.
+
 Every reply is checked (id and echoed text); the first bad one fails the scenario, which is then
 reported as ``error: ...`` in place of a number. A relay that does not start, hangs (no byte moves
 for 10 s) or dies fails its own cells only; the other rows still run. Exit status is 1 if any cell
@@ -69,6 +71,7 @@ from pathlib import Path
 
 import report
 import scenarios
+import startup
 from scenarios import Counts
 from targets import SOCAT, TARGET_NAMES, make_target
 
@@ -95,6 +98,7 @@ QUICK = Counts(  # about a tenth of the work; still 50 simultaneous connections
     large_sizes=(1 * MiB, 16 * MiB),
     large_repeats=1,
 )
+QUICK_STARTUP_RUNS = 3  # a smoke run only checks that the start-up figures are taken
 
 
 def scenario_list(counts: Counts, cores: int) -> list[tuple[str, object]]:
@@ -203,16 +207,28 @@ def main(argv: list[str] | None = None) -> int:
     counts = QUICK if options.quick else FULL
     machine = machine_info()
     cores = machine["cpus"] or 1
+    # the start-up figures first, on a machine no row has warmed or loaded yet; not with --scenarios
+    started = None
+    if options.scenarios is None:
+        started = startup.measure(QUICK_STARTUP_RUNS if options.quick else startup.RUNS)
     rows = [run_row(name, counts, cores, options.scenarios) for name in options.rows]
     header = (
         f"mcp-bridge benchmark ({'quick' if options.quick else 'full'} run): python {machine['python']}, "
         f"{cores} CPUs, {machine['socat']}, load at start {machine['loadavg_at_start'][0]:.2f}"
     )
+    if started is not None:
+        header += "\n\n" + startup.render(started)
     print(report.render(rows, counts, header))
     if options.out:
         out = Path(options.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        document = {"machine": machine, "quick": options.quick, "counts": asdict(counts), "rows": rows}
+        document = {
+            "machine": machine,
+            "quick": options.quick,
+            "counts": asdict(counts),
+            "startup": started,
+            "rows": rows,
+        }
         out.write_text(json.dumps(document, indent=2) + "\n")
     failed = any("error" in result for row in rows for result in row["results"].values())
     return 1 if failed else 0

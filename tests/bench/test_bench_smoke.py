@@ -2,7 +2,8 @@
 
 No timing is asserted (performance is judged from the full benchmark, never in tests); what is
 checked is that every row completes, which means every reply was verified (id and content) and the
-bridge stopped cleanly on SIGTERM, and that every row returns string request ids exactly as sent.
+bridge stopped cleanly on SIGTERM, that every row returns string request ids exactly as sent, and
+that the start-up of ``mcp-bridge --version`` was timed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
     assert result.returncode == 0, report
     document = json.loads(out.read_text())
     assert [row["name"] for row in document["rows"]] == ROWS.split(","), report
+    assert document["startup"]["version_ms"] > document["startup"]["python_ms"] > 0, document["startup"]
     for row in document["rows"]:
         assert row["results"], row
         assert not any("error" in result for result in row["results"].values()), report
