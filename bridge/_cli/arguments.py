@@ -15,7 +15,7 @@ from channels import ListenOptions, TcpKeepalive
 
 from .._errors import ConfigError
 from .._limits import parse_duration, parse_size
-from .version import version_line
+from .version import VersionAction
 
 T = TypeVar("T")
 
@@ -131,4 +131,4 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         choices=["text", "json"],
         help="text for people (default), or json: one JSON object per line, for log shippers",
     )
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=VersionAction)

@@ -17,7 +17,6 @@ from channels import AddressError, ListenError, parse_address
 
 from .._child.supervisor import CrashLoop
 from .._errors import ChildStartError, ConfigError
-from .._ops.admin import admin_address
 from .._ops.logs import configure_logging
 from .._ops.memory import return_large_blocks_to_the_system
 from .connect import run_connect
@@ -67,7 +66,12 @@ def _serve(args: list[str]) -> int:
     configure_logging(options.log_level, options.log_format)
     try:
         configs, reread = servers_to_run(options, command)
-        admin = admin_address(options.admin) if options.admin is not None else None
+        admin = None
+        if options.admin is not None:
+            # The admin endpoint's HTTP (h11) loads only with --admin.
+            from .._ops.admin import admin_address
+
+            admin = admin_address(options.admin)
         return trio.run(serve, configs, options.tap, admin, reread)
     except Exception as exc:
         return _report(exc)

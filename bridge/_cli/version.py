@@ -7,8 +7,10 @@ text argparse's ``version`` action prints, in about the interpreter's own start-
 
 from __future__ import annotations
 
+import argparse
+import importlib
 from collections.abc import Sequence
-from importlib import metadata
+from typing import Any
 
 # The commands whose parsers take --version (each adds the common options, arguments.add_common).
 COMMANDS = ("serve", "connect", "check-config")
@@ -16,8 +18,10 @@ COMMANDS = ("serve", "connect", "check-config")
 
 def version() -> str:
     """The installed distribution's version, or "unknown" when run from an uninstalled tree."""
+    # importlib.metadata (and the email package it reads metadata with) loads only when asked.
+    metadata = importlib.import_module("importlib.metadata")
     try:
-        return metadata.version("mcp-bridge")
+        return str(metadata.version("mcp-bridge"))
     except metadata.PackageNotFoundError:
         return "unknown"
 
@@ -28,5 +32,17 @@ def asks_only_for_version(args: Sequence[str]) -> bool:
 
 
 def version_line() -> str:
-    """What ``--version`` prints (argparse's ``version`` action prints the same)."""
+    """What ``--version`` prints, from here or from the parsers (:class:`VersionAction`)."""
     return f"mcp-bridge {version()}"
+
+
+class VersionAction(argparse.Action):
+    """argparse's ``version`` action, reading the version only when ``--version`` is given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line())
+        parser.exit()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import trio
 
-from conftest import REPO
+from conftest import REPO, example_server
 
 TIMEOUT = 30  # seconds: one interpreter start-up, on a loaded CI machine
 
@@ -50,7 +51,10 @@ assert main(ARGS) == 0
 
 
 async def loaded_after(script: str, args: list[str]) -> tuple[str, list[str]]:
-    """Run ``script`` with ``ARGS`` in a fresh interpreter: what it printed first, and the HEAVY modules loaded."""
+    """Run ``script`` with ``ARGS`` in a fresh interpreter: what it printed first, and the list it printed last.
+
+    That is LOADED's list of HEAVY modules, unless the script exits before LOADED runs.
+    """
     source = f"import json, sys\nARGS = {args!r}\n{script}\n{LOADED}"
     with trio.fail_after(TIMEOUT):
         result = await trio.run_process(
@@ -89,3 +93,42 @@ async def test_importing_bridge_imports_no_room_until_a_public_name_is_used() ->
     assert loaded == []
     _, loaded = await loaded_after("from bridge import Limits", [])
     assert "bridge._daemon" not in loaded
+
+
+# A bridge run by its console script's entry point in this interpreter, until one client has had its
+# initialize answered over LISTEN; then the loaded modules of TRANSPORT_LIBRARIES, and a SIGTERM.
+# Readiness is systemd's READY=1 on a datagram socket of our own (bridge/_ops/systemd.py).
+TRANSPORT_LIBRARIES = ("websockets", "h11", "httptools", "cattrs", "channels._ws", "channels._http")
+SERVING = f"""
+import json, os, signal, socket, sys, threading
+from bridge._cli.main import main
+notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+notify.bind(NOTIFY)
+os.environ["NOTIFY_SOCKET"] = NOTIFY
+INITIALIZE = {{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {{
+    "protocolVersion": "2025-06-18", "capabilities": {{}}, "clientInfo": {{"name": "t", "version": "1"}}}}}}
+
+def client():
+    while b"READY=1" not in notify.recv(4096).split(b"\\n"):
+        pass
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(SOCKET)
+        sock.sendall(json.dumps(INITIALIZE).encode() + b"\\n")
+        assert b'"result"' in sock.makefile("rb").readline()
+    loaded = sorted(h for h in {TRANSPORT_LIBRARIES!r} if h in sys.modules)
+    print(json.dumps(loaded), flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=client, daemon=True).start()
+sys.exit(main(ARGS))
+"""
+
+
+async def test_a_bridge_serving_only_unix_sockets_never_imports_websockets_h11_httptools_or_cattrs(
+    sock_dir: Path,
+) -> None:
+    socket_path, notify = sock_dir / "b.sock", sock_dir / "notify"
+    args = ["--listen", f"unix:{socket_path}", "--", *example_server()]
+    script = f"NOTIFY = {str(notify)!r}\nSOCKET = {str(socket_path)!r}\n{SERVING}"
+    _, loaded = await loaded_after(script, args)  # its last line: SERVING's list, as LOADED's would be
+    assert loaded == []
