@@ -96,17 +96,17 @@ async def test_importing_bridge_imports_no_room_until_a_public_name_is_used() ->
 
 
 # A bridge run by its console script's entry point in this interpreter, until one client has had its
-# initialize answered over LISTEN; then the loaded modules of TRANSPORT_LIBRARIES, and a SIGTERM.
-# Readiness is systemd's READY=1 on a datagram socket of our own (bridge/_ops/systemd.py).
+# initialize answered over SOCKET; then which of WATCHED are loaded (modules or their submodules),
+# and a SIGTERM. Readiness is systemd's READY=1 on a datagram socket of our own (bridge/_ops/systemd.py).
 TRANSPORT_LIBRARIES = ("websockets", "h11", "httptools", "cattrs", "channels._ws", "channels._http")
-SERVING = f"""
+SERVING = """
 import json, os, signal, socket, sys, threading
 from bridge._cli.main import main
 notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 notify.bind(NOTIFY)
 os.environ["NOTIFY_SOCKET"] = NOTIFY
-INITIALIZE = {{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {{
-    "protocolVersion": "2025-06-18", "capabilities": {{}}, "clientInfo": {{"name": "t", "version": "1"}}}}}}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 
 def client():
     while b"READY=1" not in notify.recv(4096).split(b"\\n"):
@@ -115,7 +115,7 @@ def client():
         sock.connect(SOCKET)
         sock.sendall(json.dumps(INITIALIZE).encode() + b"\\n")
         assert b'"result"' in sock.makefile("rb").readline()
-    loaded = sorted(h for h in {TRANSPORT_LIBRARIES!r} if h in sys.modules)
+    loaded = sorted(h for h in WATCHED if any(m == h or m.startswith(h + ".") for m in sys.modules))
     print(json.dumps(loaded), flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 
@@ -124,11 +124,27 @@ sys.exit(main(ARGS))
 """
 
 
+async def serving_loaded(sock_dir: Path, watched: tuple[str, ...], *flags: str) -> list[str]:
+    """Which of ``watched`` a bridge on a Unix socket with ``flags`` has loaded once it served a client."""
+    run = len(list(sock_dir.iterdir()))  # each run its own names: the notify socket stays behind
+    socket_path, notify = sock_dir / f"b{run}.sock", sock_dir / f"notify{run}"
+    args = ["--listen", f"unix:{socket_path}", *flags, "--", *example_server()]
+    prefix = f"NOTIFY = {str(notify)!r}\nSOCKET = {str(socket_path)!r}\nWATCHED = {watched!r}\n"
+    _, loaded = await loaded_after(
+        prefix + SERVING, args
+    )  # its last line: SERVING's list, as LOADED's would be
+    return loaded
+
+
 async def test_a_bridge_serving_only_unix_sockets_never_imports_websockets_h11_httptools_or_cattrs(
     sock_dir: Path,
 ) -> None:
-    socket_path, notify = sock_dir / "b.sock", sock_dir / "notify"
-    args = ["--listen", f"unix:{socket_path}", "--", *example_server()]
-    script = f"NOTIFY = {str(notify)!r}\nSOCKET = {str(socket_path)!r}\n{SERVING}"
-    _, loaded = await loaded_after(script, args)  # its last line: SERVING's list, as LOADED's would be
-    assert loaded == []
+    assert await serving_loaded(sock_dir, TRANSPORT_LIBRARIES) == []
+
+
+async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_childs_modules(
+    sock_dir: Path,
+) -> None:
+    assert await serving_loaded(sock_dir, ("bridge._shared",), "--child", "per-connection") == []
+    # The default (auto) probes the server's era first, with bridge._shared's probe.
+    assert await serving_loaded(sock_dir, ("bridge._shared",)) == ["bridge._shared"]
