@@ -15,23 +15,68 @@ Layering (docs/design.md §2); each room imports only ``channels`` and the rooms
 - ``_cli``: the ``mcp-bridge`` command and the configuration file.
 
 ``example_server`` is the Quickstart's MCP server, standard library only.
+
+The public names are those of the rooms' own ``__all__``, imported on first use (PEP 562): importing
+``bridge`` (as ``mcp-bridge --version`` does, through ``bridge._cli``) loads no trio and no daemon.
 """
 
-from channels._core.exports import fixup_module_metadata
+from __future__ import annotations
 
-from . import _child, _daemon, _errors, _limits, _relay
-from ._child import *  # noqa: F403
-from ._daemon import *  # noqa: F403
-from ._errors import *  # noqa: F403
-from ._limits import *  # noqa: F403
-from ._relay import *  # noqa: F403
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__: list[str] = []
-__all__ += _child.__all__
-__all__ += _relay.__all__
-__all__ += _daemon.__all__
-__all__ += _errors.__all__
-__all__ += _limits.__all__
+if TYPE_CHECKING:
+    from ._child import *  # noqa: F403
+    from ._daemon import *  # noqa: F403
+    from ._errors import *  # noqa: F403
+    from ._limits import *  # noqa: F403
+    from ._relay import *  # noqa: F403
 
-fixup_module_metadata(__name__, __all__, globals())
-del fixup_module_metadata
+# Each room and its public names, as its own __all__ lists them (tests/test_exports.py checks).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "_child": (
+        "ChildProcess",
+        "ChildSpec",
+        "CrashLoop",
+        "RestartPolicy",
+        "Sandbox",
+        "describe_exit",
+        "open_child",
+    ),
+    "_relay": ("Ending", "Relay", "ToolRule", "ToolScopes"),
+    "_daemon": ("Daemon", "DaemonStatistics", "ServeConfig", "open_bridge", "stop_budget"),
+    "_errors": (
+        "CONNECTION_CLOSED",
+        "INSUFFICIENT_SCOPE",
+        "REPLY_TOO_LARGE",
+        "REQUEST_TIMEOUT",
+        "TOO_MANY_CONNECTIONS",
+        "TOO_MANY_REQUESTS",
+        "BridgeError",
+        "ChildStartError",
+        "ConfigError",
+        "error_response",
+    ),
+    "_limits": ("Limits",),
+}
+_ROOM_OF = {name: room for room, names in _ROOMS.items() for name in names}
+
+__all__ = [name for names in _ROOMS.values() for name in names]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the room that exports ``name``, and keep all its public names here."""
+    room = _ROOM_OF.get(name)
+    if room is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{room}")
+    from channels._core.exports import fixup_module_metadata
+
+    values = {public: getattr(module, public) for public in _ROOMS[room]}
+    fixup_module_metadata(__name__, values, values)
+    globals().update(values)
+    return values[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -17,23 +17,83 @@ Layering (docs/design.md §2); each room imports only the rooms before it in thi
   other.
 
 ``testing`` is public: the conformance suite any channel implementation can run. Every other
-public name is exported here, from the rooms' own ``__all__``.
+public name is exported here, from the rooms' own ``__all__``: those of ``_core`` and ``_sockets``
+at once, those of ``_oauth``, ``_ws`` and ``_http`` on first use (PEP 562), so that a process that
+serves only Unix sockets or TCP never loads websockets, h11 or httptools. Their address kinds are
+registered as deferred (``ws``, ``wss``, ``http``, ``https``, ``http+fd``): parsing such an
+address imports the room that defines it.
 """
 
-from . import _core, _http, _oauth, _sockets, _ws
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import _core, _sockets
 from ._core import *  # noqa: F403
+from ._core.address import defer_address_kinds
 from ._core.exports import fixup_module_metadata
-from ._http import *  # noqa: F403
-from ._oauth import *  # noqa: F403
 from ._sockets import *  # noqa: F403
-from ._ws import *  # noqa: F403
+
+if TYPE_CHECKING:
+    from ._http import *  # noqa: F403
+    from ._oauth import *  # noqa: F403
+    from ._ws import *  # noqa: F403
+
+# The rooms imported on first use, with their public names as their own __all__ lists them
+# (tests/test_exports.py checks), and the address schemes each registers.
+_LAZY_ROOMS: dict[str, tuple[str, ...]] = {
+    "_oauth": ("Accepted", "Denied", "TokenVerifier", "challenge", "protected_resource_metadata"),
+    "_ws": (
+        "SecureWebSocketAddress",
+        "WebSocketAddress",
+        "WebSocketChannel",
+        "WebSocketHost",
+        "WebSocketMountAddress",
+    ),
+    "_http": (
+        "HttpAddress",
+        "HttpClientChannel",
+        "HttpFdAddress",
+        "HttpHost",
+        "HttpMountAddress",
+        "HttpsAddress",
+    ),
+}
+_LAZY_SCHEMES = {"_ws": ("ws", "wss"), "_http": ("http", "https", "http+fd")}
+_ROOM_OF = {name: room for room, names in _LAZY_ROOMS.items() for name in names}
 
 __all__: list[str] = []
 __all__ += _core.__all__
 __all__ += _sockets.__all__
-__all__ += _oauth.__all__
-__all__ += _ws.__all__
-__all__ += _http.__all__
+__all__ += _LAZY_ROOMS["_oauth"]
+__all__ += _LAZY_ROOMS["_ws"]
+__all__ += _LAZY_ROOMS["_http"]
 
-fixup_module_metadata(__name__, __all__, globals())
-del fixup_module_metadata
+fixup_module_metadata(__name__, [*_core.__all__, *_sockets.__all__], globals())
+
+
+def _load(room: str) -> None:
+    """Import a lazy room and keep its public names here, shown under this package's name."""
+    module = importlib.import_module(f"{__name__}.{room}")
+    values = {name: getattr(module, name) for name in _LAZY_ROOMS[room]}
+    fixup_module_metadata(__name__, values, values)
+    globals().update(values)
+
+
+for _room, _schemes in _LAZY_SCHEMES.items():
+    defer_address_kinds(_schemes, functools.partial(_load, _room))
+del _room, _schemes
+
+
+def __getattr__(name: str) -> Any:
+    room = _ROOM_OF.get(name)
+    if room is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load(room)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

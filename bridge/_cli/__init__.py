@@ -1,6 +1,8 @@
 """The ``mcp-bridge`` command line: the parsers, the commands, and the configuration file.
 
-``main`` is the entry point: it dispatches and turns failures into ``exits`` codes. Each command
+``main`` is the entry point: it answers ``--version`` alone from ``version`` before anything heavy
+is imported, and hands every other command line to ``commands``, which dispatches and turns
+failures into ``exits`` codes. Each command
 has its parser and its run: ``serve_parser`` and ``serve`` (which also holds ``check-config``),
 ``connect_parser`` and ``connect``; ``arguments`` holds what the parsers share. ``config`` reads
 ``--config FILE`` (its shape is ``schema``, a client's JSON form ``mcp_servers``) into the same

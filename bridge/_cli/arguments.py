@@ -9,23 +9,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from importlib import metadata
 from typing import TypeVar
 
 from channels import ListenOptions, TcpKeepalive
 
 from .._errors import ConfigError
 from .._limits import parse_duration, parse_size
+from .version import VersionAction
 
 T = TypeVar("T")
-
-
-def version() -> str:
-    """The installed distribution's version, or "unknown" when run from an uninstalled tree."""
-    try:
-        return metadata.version("mcp-bridge")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _parsed_by(parse: Callable[..., T], field: str) -> Callable[[str], T]:
@@ -139,4 +131,4 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         choices=["text", "json"],
         help="text for people (default), or json: one JSON object per line, for log shippers",
     )
-    parser.add_argument("--version", action="version", version=f"mcp-bridge {version()}")
+    parser.add_argument("--version", action=VersionAction)

@@ -20,7 +20,6 @@ from .._child.process import ChildSpec
 from .._child.sandbox import check_sandbox
 from .._errors import ConfigError
 from .._ops.plan import FleetPlan
-from . import config as config_file
 from .serve_parser import serve_parser
 
 # The --listen URLs beside --config that become one shared listener: HTTP or WebSocket.
@@ -88,6 +87,9 @@ def read_config(
     Raises:
         ConfigError: the file or a value in it cannot work.
     """
+    # The file's reader (cattrs, tomllib and the schema) loads only for a --config FILE.
+    from . import config as config_file
+
     fleet = config_file.plan(config_file.read(path, socket_dir, listen))
     configs = dict(fleet.servers)
     unavailable = {}

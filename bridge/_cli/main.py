@@ -1,27 +1,16 @@
 """The ``mcp-bridge`` command line: dispatch to ``serve`` (the default), ``connect`` or ``check-config``.
 
-:func:`main` is the console script's entry point. It parses, configures logging, runs the command
-under trio, and turns what escapes into an exit code (:mod:`.exits`): a crash loop, a setting
-that cannot work, or any other failure.
+:func:`main` is the console script's entry point. A command line that asks only for the version is
+answered here (:mod:`.version`), before trio, the parsers and the daemon are imported; every
+other one goes to :func:`.commands.dispatch`, which parses, runs the command under trio and turns
+what escapes into an exit code (:mod:`.exits`).
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
-import trio
-
-from channels import AddressError, ListenError, parse_address
-
-from .._child.supervisor import CrashLoop
-from .._errors import ChildStartError, ConfigError
-from .._ops.admin import admin_address
-from .._ops.logs import configure_logging
-from .._ops.memory import return_large_blocks_to_the_system
-from .connect import run_connect
-from .connect_parser import build_connect_options, connect_parser
 from .exits import (
     EXIT_CONFIG,
     EXIT_CRASH_LOOP,
@@ -30,80 +19,19 @@ from .exits import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
 )
-from .serve import check_config, serve, servers_to_run
-from .serve_parser import serve_parser
-
-logger = logging.getLogger("bridge")
+from .version import asks_only_for_version, version_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-bridge``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["connect"]:
-        return _connect(args[1:])
-    if args[:1] == ["check-config"]:
-        return check_config(args[1:])
-    if args[:1] == ["serve"]:
-        args = args[1:]
-    return _serve(args)
+    if asks_only_for_version(args):
+        print(version_line())
+        return EXIT_OK
+    # The parsers, trio and the daemon: imported only for a command line that needs them.
+    from .commands import dispatch
 
-
-def _connect(args: Sequence[str]) -> int:
-    """``mcp-bridge connect ADDRESS [options]``."""
-    options = connect_parser().parse_args(args)
-    configure_logging(options.log_level, options.log_format)
-    try:
-        address = parse_address(options.address)
-        connect_options = build_connect_options(options)
-    except (AddressError, ConfigError) as exc:
-        logger.error("%s", exc)
-        return EXIT_CONFIG
-    return trio.run(run_connect, address, connect_options)
-
-
-def _serve(args: list[str]) -> int:
-    """``mcp-bridge [serve] [options] -- COMMAND [ARGS...]``, or with ``--config FILE``."""
-    command: list[str] = []
-    if "--" in args:
-        split = args.index("--")
-        args, command = args[:split], args[split + 1 :]
-    parser = serve_parser()
-    options = parser.parse_args(args)
-    return_large_blocks_to_the_system()
-    if options.config is None and not options.listen:
-        parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
-    configure_logging(options.log_level, options.log_format)
-    try:
-        configs, reread = servers_to_run(options, command)
-        admin = admin_address(options.admin) if options.admin is not None else None
-        return trio.run(serve, configs, options.tap, admin, reread)
-    except Exception as exc:
-        return _report(exc)
-
-
-def _report(exc: Exception) -> int:
-    """Log what stopped ``serve``, and return its exit code.
-
-    A crash loop is one line (exit 75); settings that cannot work are one line each (exit 78);
-    anything else is a failure, logged with its traceback (exit 1).
-    """
-    leaves = list(_leaves(exc))
-    if any(isinstance(leaf, CrashLoop) for leaf in leaves):
-        logger.error("%s", next(leaf for leaf in leaves if isinstance(leaf, CrashLoop)))
-        return EXIT_CRASH_LOOP
-    if all(isinstance(leaf, (ListenError, ConfigError, ChildStartError)) for leaf in leaves):
-        for leaf in leaves:
-            logger.error("%s", leaf)
-        return EXIT_CONFIG
-    logger.error("mcp-bridge failed", exc_info=exc)
-    return EXIT_FAILURE
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups; trio wraps what escapes a nursery."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
+    return dispatch(args)
 
 
 # The exit codes stay importable from the entry point, where bridge._errors' docstring points.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -32,10 +33,12 @@ from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
 from .._relay.writers import BATCH
-from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .statistics import Counters, evicted
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")
 

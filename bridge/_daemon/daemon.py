@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -35,11 +36,13 @@ from .._child.pool import ChildPool
 from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
-from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .connection import Connections
 from .services import ChildServices
 from .statistics import Counters, DaemonStatistics
+
+if TYPE_CHECKING:
+    from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -24,11 +25,12 @@ import trio
 from .._child.pool import ChildPool
 from .._child.process import open_child
 from .._child.supervisor import CrashLoop, SupervisorState
-from .._shared.eras import Era, probe_era
-from .._shared.mux import SharedChild
 from .config import ServeConfig
 from .statistics import Counters
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")
 
@@ -98,6 +100,9 @@ class ChildServices:
                 self.mode = await self._choose_mode()
                 self._mode_chosen = True
             if self.mode == "shared":
+                # bridge._shared loads only where a child is shared (or probed, in _choose_mode).
+                from .._shared.mux import SharedChild
+
                 shared = SharedChild(
                     self.config.child,
                     self.config.limits,
@@ -188,6 +193,8 @@ class ChildServices:
     async def _choose_mode(self) -> str:
         if self.config.child_mode != "auto":
             return self.config.child_mode
+        from .._shared.eras import Era, probe_era
+
         async with open_child(self.config.child, self.config.limits) as child:
             probe = await probe_era(child)
         mode = "shared" if probe.era is Era.MODERN else "per-connection"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -16,7 +17,9 @@ from channels import MessageChannel, MessageListener
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess
 from .._relay.relay import Relay
-from .._shared.mux import SharedChild
+
+if TYPE_CHECKING:
+    from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 
 @attrs.frozen

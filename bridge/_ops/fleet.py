@@ -45,7 +45,6 @@ from .._daemon.daemon import Daemon
 from .._errors import ChildStartError, ConfigError
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
-from .admin import serve_admin
 from .hosts import Hosts, index_entries
 from .plan import FleetPlan
 from .systemd import Notifier
@@ -355,6 +354,9 @@ async def run_fleet(
                     fleet._nursery = running
                     await fleet.start_all(stop_requested)
                     if admin is not None:
+                        # The admin endpoint's HTTP (h11) loads only with --admin.
+                        from .admin import serve_admin
+
                         await running.start(partial(serve_admin, fleet.current, admin, failed=fleet.failed))
                     started.set()
                     notifier.ready(fleet.describe())

@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from channels import Address, HttpHost, JSONObject, ListenError, MessageListener, WebSocketHost
+import channels
+from channels import Address, JSONObject, ListenError, MessageListener
 
 from .._daemon.daemon import Daemon
 from .plan import FleetPlan, SharedListener
 
-logger = logging.getLogger("bridge")
+if TYPE_CHECKING:
+    from channels import HttpHost, WebSocketHost
 
-# Either kind of shared socket: the same contract (mount_address, serve, aclose), HTTP or WebSocket.
-Host = HttpHost | WebSocketHost
+    # Either kind of shared socket: the same contract (mount_address, serve, aclose), HTTP or WebSocket.
+    Host = HttpHost | WebSocketHost
+
+logger = logging.getLogger("bridge")
 
 
 @attrs.define(eq=False)
@@ -75,9 +80,12 @@ class Hosts:
                 continue
             host: Host
             if settings.websocket:
-                host = await WebSocketHost.open(settings.url, settings.options, prefix=settings.prefix)
+                # channels' hosts (and websockets, h11, httptools) load with the first one opened.
+                host = await channels.WebSocketHost.open(
+                    settings.url, settings.options, prefix=settings.prefix
+                )
             else:
-                host = await HttpHost.open(
+                host = await channels.HttpHost.open(
                     settings.url, settings.options, prefix=settings.prefix, index=settings.index
                 )
                 host.index = lambda name=name: self.index(name)

@@ -22,7 +22,8 @@ with a child that has just been started.
 from __future__ import annotations
 
 import enum
-import importlib.metadata
+import functools
+import importlib
 import logging
 from typing import Any
 
@@ -71,10 +72,13 @@ PROBE_ID = "mcp-bridge-probe"
 EXIT_STATUS_WAIT = 1.0
 
 
+@functools.cache
 def _package_version() -> str:
+    # importlib.metadata (and the email package it reads metadata with) loads on the first probe.
+    metadata = importlib.import_module("importlib.metadata")
     try:
-        return importlib.metadata.version("mcp-bridge")
-    except importlib.metadata.PackageNotFoundError:
+        return str(metadata.version("mcp-bridge"))
+    except metadata.PackageNotFoundError:
         return "0"  # running from a source tree that was not installed
 
 

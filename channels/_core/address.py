@@ -10,6 +10,7 @@ fail, is in :mod:`channels._core.options`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar, Self
 
@@ -78,6 +79,22 @@ class Address(ABC):
 
 _KINDS: dict[str, type[Address]] = {}
 
+# Schemes whose kind registers itself when its module is imported, and what imports it: the package
+# top defers ws:// and http:// this way, so that their libraries load only when such an address is
+# parsed (or one of their names is used).
+_DEFERRED: dict[str, Callable[[], object]] = {}
+
+
+def defer_address_kinds(schemes: Iterable[str], load: Callable[[], object]) -> None:
+    """Know ``schemes`` before their kind is registered: :func:`parse_address` calls ``load`` first.
+
+    ``load`` must register the kinds (import the module that defines them). A scheme registered
+    meanwhile with :func:`register_address_kind` keeps that kind.
+    """
+    for scheme in schemes:
+        if scheme not in _KINDS:
+            _DEFERRED[scheme] = load
+
 
 def register_address_kind(kind: type[Address]) -> type[Address]:
     """Register an address kind under its ``scheme`` (usable as a class decorator).
@@ -89,12 +106,13 @@ def register_address_kind(kind: type[Address]) -> type[Address]:
         ``kind`` itself.
     """
     _KINDS[kind.scheme] = kind
+    _DEFERRED.pop(kind.scheme, None)
     return kind
 
 
 def address_schemes() -> list[str]:
-    """The registered schemes, sorted, for help texts."""
-    return sorted(_KINDS)
+    """The registered schemes (deferred ones included), sorted, for help texts."""
+    return sorted({*_KINDS, *_DEFERRED})
 
 
 def parse_address(text: str) -> Address:
@@ -104,6 +122,8 @@ def parse_address(text: str) -> Address:
         AddressError: unknown scheme or malformed address.
     """
     scheme, colon, _ = text.partition(":")
+    if colon and scheme in _DEFERRED:
+        _DEFERRED[scheme]()
     if not colon or scheme not in _KINDS:
         known = ", ".join(f"{name}:" for name in address_schemes())
         raise AddressError(f"{text!r}: unknown address kind; expected one of {known}")

@@ -1,0 +1,50 @@
+"""The WebSocket and HTTP address kinds are known before their rooms load (channels/_core/address.py).
+
+``import channels`` loads neither websockets nor h11 nor httptools; their schemes are listed at once,
+and parsing one of their addresses imports the room that defines it. Each check runs in a fresh
+interpreter, since this one has long imported every room.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import trio
+
+from conftest import REPO
+
+TIMEOUT = 30  # seconds: one interpreter start-up, on a loaded CI machine
+
+SCRIPT = """
+import json, sys
+import channels
+ROOMS = ("channels._ws", "channels._http", "websockets", "h11", "httptools")
+def loaded():
+    return sorted(room for room in ROOMS if room in sys.modules)
+print(json.dumps([channels.address_schemes(), loaded()]))
+channels.parse_address("unix:/tmp/x.sock")
+print(json.dumps(loaded()))
+address = channels.parse_address("ws://127.0.0.1:7300/")
+print(json.dumps([type(address).__name__, type(address).__module__, loaded()]))
+address = channels.parse_address("http://127.0.0.1:7300/mcp")
+print(json.dumps([type(address).__name__, loaded()]))
+"""
+
+
+async def test_deferred_schemes_are_listed_at_once_and_parsing_one_imports_its_room() -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await trio.run_process(
+            [sys.executable, "-c", SCRIPT], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    first, after_unix, after_ws, after_http = (
+        json.loads(line) for line in result.stdout.decode().splitlines()
+    )
+    schemes, loaded = first
+    assert {"ws", "wss", "http", "https", "http+fd", "unix", "tcp"} <= set(schemes)
+    assert loaded == []
+    assert after_unix == []
+    assert after_ws == ["WebSocketAddress", "channels", ["channels._ws", "websockets"]]
+    assert after_http[0] == "HttpAddress"
+    assert {"channels._http", "h11", "httptools"} <= set(after_http[1])
