@@ -85,6 +85,11 @@ _KINDS: dict[str, type[Address]] = {}
 _DEFERRED: dict[str, Callable[[], object]] = {}
 
 
+# Deferred schemes registered by a caller before their room loaded (see register_address_kind).
+_CLAIMED: set[str] = set()
+_OWN_PREFIX = "channels."  # the modules of this package: a room's own kinds live there
+
+
 def defer_address_kinds(schemes: Iterable[str], load: Callable[[], object]) -> None:
     """Know ``schemes`` before their kind is registered: :func:`parse_address` calls ``load`` first.
 
@@ -99,14 +104,22 @@ def defer_address_kinds(schemes: Iterable[str], load: Callable[[], object]) -> N
 def register_address_kind(kind: type[Address]) -> type[Address]:
     """Register an address kind under its ``scheme`` (usable as a class decorator).
 
-    A kind registered later under the same scheme replaces the earlier one. The registry is
-    process-wide.
+    A kind registered later under the same scheme replaces the earlier one, with one exception: a
+    scheme this package defers (``ws``, ``http``...) that was registered before its room loaded
+    keeps that kind when the room loads, as it would had the room been loaded first. The registry
+    is process-wide.
 
     Returns:
         ``kind`` itself.
     """
-    _KINDS[kind.scheme] = kind
-    _DEFERRED.pop(kind.scheme, None)
+    scheme = kind.scheme
+    if scheme in _DEFERRED:
+        _DEFERRED.pop(scheme)
+        if not kind.__module__.startswith(_OWN_PREFIX):
+            _CLAIMED.add(scheme)  # registered before the room: the room must not replace it
+    elif scheme in _CLAIMED and kind.__module__.startswith(_OWN_PREFIX):
+        return kind
+    _KINDS[scheme] = kind
     return kind
 
 

@@ -48,3 +48,37 @@ async def test_deferred_schemes_are_listed_at_once_and_parsing_one_imports_its_r
     assert after_ws == ["WebSocketAddress", "channels", ["channels._ws", "websockets"]]
     assert after_http[0] == "HttpAddress"
     assert {"channels._http", "h11", "httptools"} <= set(after_http[1])
+
+
+CLAIM_SCRIPT = """
+import json
+import channels
+from channels._core.address import Address, register_address_kind
+
+@register_address_kind
+class MyWs(Address):
+    scheme = "ws"
+    @classmethod
+    def parse(cls, text):
+        return cls()
+    def connect(self, options):
+        raise NotImplementedError
+    def listen(self, options):
+        raise NotImplementedError
+
+channels.WebSocketChannel  # loads the WebSocket room, which registers its own ws kind
+print(json.dumps(type(channels.parse_address("ws://127.0.0.1:7300/")).__name__))
+"""
+
+
+async def test_a_kind_registered_for_a_deferred_scheme_is_kept_when_its_room_loads_later() -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await trio.run_process(
+            [sys.executable, "-c", CLAIM_SCRIPT],
+            cwd=REPO,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout) == "MyWs"
