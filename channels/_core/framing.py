@@ -27,6 +27,11 @@ import attrs
 # How many leading bytes of an over-long line are kept: enough to read `"jsonrpc":"2.0","id":...`
 # back out of a reply that was too large, so that its request can still be answered.
 OVERSIZED_PREFIX_BYTES = 1024
+# From this many bytes on, a partial line keeps the chunks it arrives in and joins them once when its
+# newline comes: growing one bytearray copies every chunk in and the whole line out again, and on a
+# 16 MiB line each such copy (fresh memory, page faults included) costs milliseconds. 64 KiB is one
+# read (channels/_core/fdio.py RECEIVE_SIZE): a line that fits in two reads never gets here.
+LARGE_LINE_BYTES = 64 * 1024
 
 
 @attrs.frozen
@@ -54,7 +59,7 @@ class LineFramer:
         ValueError: ``max_line_bytes`` is less than 1.
     """
 
-    __slots__ = ("_buffer", "_discarding", "_prefix_bytes", "max_line_bytes")
+    __slots__ = ("_buffer", "_chunks", "_chunks_bytes", "_discarding", "_prefix_bytes", "max_line_bytes")
 
     def __init__(self, max_line_bytes: int) -> None:
         if max_line_bytes < 1:
@@ -62,6 +67,10 @@ class LineFramer:
         self.max_line_bytes = max_line_bytes
         self._prefix_bytes = min(OVERSIZED_PREFIX_BYTES, max_line_bytes)
         self._buffer = bytearray()
+        # A large partial line: its first LARGE_LINE_BYTES or more in _buffer, the chunks after
+        # them here, never copied until the line is complete (_join_large).
+        self._chunks: list[bytes] = []
+        self._chunks_bytes = 0
         self._discarding = False
 
     def feed(self, data: bytes | bytearray) -> list[bytes | Oversized]:
@@ -85,9 +94,12 @@ class LineFramer:
             if end < 0:
                 self._extend_partial(data, items)
                 return items
-            self._buffer += data[:end]
-            line = bytes(self._buffer)
-            self._buffer.clear()
+            if self._chunks:
+                line = self._join_large(data, end)
+            else:
+                self._buffer += data[:end]
+                line = bytes(self._buffer)
+                self._buffer.clear()
             self._emit(line, items)
             data = data[end + 1 :]
         lines = data.split(b"\n")
@@ -108,15 +120,17 @@ class LineFramer:
         For consumers that want it anyway, such as a log of a child's stderr (its last words often
         lack a newline). A line being discarded as over-long is not returned.
         """
-        partial = bytes(self._buffer).removesuffix(b"\r")
+        partial = b"".join([self._buffer, *self._chunks]).removesuffix(b"\r")
         self._buffer.clear()
+        self._chunks.clear()
+        self._chunks_bytes = 0
         self._discarding = False
         return partial
 
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete line."""
-        return len(self._buffer)
+        return len(self._buffer) + self._chunks_bytes
 
     def _emit(self, line: bytes, items: list[bytes | Oversized]) -> None:
         if line.endswith(b"\r"):
@@ -129,12 +143,26 @@ class LineFramer:
     def _extend_partial(self, data: bytes, items: list[bytes | Oversized]) -> None:
         # A partial line may legitimately hold max_line_bytes plus a trailing "\r" that the next
         # chunk's "\n" would strip; only one byte past that can be declared over-long for sure.
-        if len(self._buffer) + len(data) > self.max_line_bytes + 1:
+        if len(self._buffer) + self._chunks_bytes + len(data) > self.max_line_bytes + 1:
             prefix = bytes(self._buffer[: self._prefix_bytes])
             if len(prefix) < self._prefix_bytes:
                 prefix += data[: self._prefix_bytes - len(prefix)]
             self._buffer.clear()
+            self._chunks.clear()
+            self._chunks_bytes = 0
             self._discarding = True
             items.append(Oversized(prefix))
+        elif len(self._buffer) >= LARGE_LINE_BYTES:
+            self._chunks.append(data)
+            self._chunks_bytes += len(data)
         else:
             self._buffer += data
+
+    def _join_large(self, data: bytes, end: int) -> bytes:
+        """The large partial line completed by ``data[:end]``, joined in one copy; then forgotten."""
+        self._chunks.append(data[:end])
+        line = b"".join([self._buffer, *self._chunks])
+        self._buffer.clear()
+        self._chunks.clear()
+        self._chunks_bytes = 0
+        return line

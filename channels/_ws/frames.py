@@ -58,18 +58,21 @@ def take_text_frames(data: bytes | bytearray, max_size: int) -> tuple[list[bytes
     payloads: list[bytes] = []
     end = len(data)
     start = 0
-    while end - start >= SHORTEST_MASKED_FRAME and data[start] == FINAL_TEXT and data[start + 1] & MASKED:
-        extent = frame_extent(data, start)
-        if extent is None:
-            break
-        header, length = extent
-        payload = start + header
-        if length > max_size or payload + length > end:
-            break
-        payloads.append(
-            apply_mask(data[payload : payload + length], data[payload - MASK_KEY_BYTES : payload])
-        )
-        start = payload + length
+    view = memoryview(data)  # payloads are unmasked where they lie: no copy of the masked bytes
+    try:
+        while end - start >= SHORTEST_MASKED_FRAME and data[start] == FINAL_TEXT and data[start + 1] & MASKED:
+            extent = frame_extent(data, start)
+            if extent is None:
+                break
+            header, length = extent
+            payload = start + header
+            if length > max_size or payload + length > end:
+                break
+            key = data[payload - MASK_KEY_BYTES : payload]
+            payloads.append(apply_mask(view[payload : payload + length], key))
+            start = payload + length
+    finally:
+        view.release()  # a bytearray can grow again
     return payloads, start
 
 

@@ -6,24 +6,34 @@ used alone. A server reads the common frames (one whole message in one text fram
 whole frame; the start of an incomplete frame is held back, so that the library is always between
 frames. What the library owes the peer after a read (a pong, the closing reply) is written at once,
 through the write side it inherits from :class:`~channels._ws.sender.FrameSender`.
+
+A frame larger than one read, on a plain socket, is read straight into a buffer of its own size
+(:func:`receive_into`), as much as the kernel holds per read, instead of in 64 KiB pieces gathered
+and copied together.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import deque
+from collections.abc import Callable, Sequence
 
 import trio
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, State
 
 from .._core.channel import CloseReason
-from .._core.fdio import receive_fd_getter, receive_some
+from .._core.fdio import RECEIVE_SIZE, receive_fd_getter, receive_some
 from .frames import frame_extent, take_text_frames
 from .sender import FrameSender
 
 # Close codes that end a channel in order (EndOfChannel): normal, going away, and no status code
 # (RFC 6455 §7.4.1). Any other code is an error close.
 ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
+# A frame more than one read long (fdio's RECEIVE_SIZE) is read into a buffer of its size: gathering
+# it in 64 KiB reads cost a bytearray grown read by read and a copy of the whole out of it.
+LARGE_FRAME_BYTES = RECEIVE_SIZE
 
 
 class FrameReceiver(FrameSender):
@@ -42,6 +52,8 @@ class FrameReceiver(FrameSender):
     __slots__ = (
         "_end",
         "_fragments",
+        "_large",
+        "_large_filled",
         "_messages",
         "_owed",
         "_partial",
@@ -64,6 +76,10 @@ class FrameReceiver(FrameSender):
         # whole frames; and its full size, once its header is in (0 until then).
         self._partial = bytearray()
         self._partial_size = 0
+        # A large frame (over LARGE_FRAME_BYTES, on a plain socket) being read into a buffer of its
+        # size, and how much of it has arrived; None when no such frame is arriving.
+        self._large: bytearray | None = None
+        self._large_filled = 0
         self._messages: deque[str] = deque()
         self._fragments: list[bytes] | None = None
         self._end: Exception | None = None  # what receive raises once the messages run out
@@ -91,8 +107,18 @@ class FrameReceiver(FrameSender):
             await self._flush(self._protocol.data_to_send())
         self._reads += 1
         self._read_started = self._reads
+        large, receive_fd = self._large, self._receive_fd  # (a large frame implies a plain fd)
+        data: bytes | bytearray = b""
         try:
-            data = await receive_some(self._stream, self._receive_fd)
+            if large is not None and receive_fd is not None:
+                # The frame's last read also takes what follows it, up to a read's size, as a
+                # read of RECEIVE_SIZE would: the peer's writes are drained no less eagerly.
+                spill = bytearray(RECEIVE_SIZE if len(large) - self._large_filled < RECEIVE_SIZE else 0)
+                received = await receive_into(receive_fd, (memoryview(large)[self._large_filled :], spill))
+            else:
+                large = None
+                data = await receive_some(self._stream, receive_fd)
+                received = len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             if self._closed:
                 raise trio.ClosedResourceError("channel was closed") from None
@@ -101,19 +127,35 @@ class FrameReceiver(FrameSender):
             return
         finally:
             self._read_started = 0
-        self.bytes_received += len(data)
-        protocol = self._protocol
-        if data:
+        self.bytes_received += received
+        if not received:
+            self._receive_eof()
+        elif large is None:
             self._receive_bytes(data)
         else:
-            if self._partial:  # a frame cut short: the library says what that means
-                protocol.receive_data(bytes(self._partial))
-                self._partial.clear()
-            protocol.receive_eof()
+            taken = min(received, len(large) - self._large_filled)
+            self._large_filled += taken
+            if self._large_filled == len(large):
+                self._large = None
+                self._receive_bytes(large)
+                if received > taken:
+                    del spill[received - taken :]  # what followed the frame
+                    self._receive_bytes(spill)
         self._take_events()
-        pending = protocol.data_to_send()
+        pending = self._protocol.data_to_send()
         if pending:  # a pong, a close frame, the end of TCP
             await self._flush(pending)
+
+    def _receive_eof(self) -> None:
+        """The end of the stream: a frame cut short goes to the library, which says what that means."""
+        protocol = self._protocol
+        if self._large is not None:
+            self._partial = self._large[: self._large_filled]
+            self._large = None
+        if self._partial:
+            protocol.receive_data(bytes(self._partial))
+            self._partial.clear()
+        protocol.receive_eof()
 
     def _take_events(self) -> None:
         """Collect the messages in the frames the library has parsed, and notice the end."""
@@ -133,12 +175,21 @@ class FrameReceiver(FrameSender):
         The start of an incomplete frame is kept until the rest arrives, so that the library is
         always between frames when this method reads the next one (see :mod:`channels._ws.frames`).
         """
+        if self._large is not None:  # bytes read otherwise than into it (by the closing handshake)
+            taken = min(len(data), len(self._large) - self._large_filled)
+            self._large[self._large_filled : self._large_filled + taken] = memoryview(data)[:taken]
+            self._large_filled += taken
+            if self._large_filled == len(self._large):
+                frame, self._large = self._large, None
+                self._receive_bytes(frame)
+                if taken < len(data):
+                    self._receive_bytes(data[taken:])
+            return
         if self._partial:
             self._partial += data
             if len(self._partial) < self._partial_size:
                 return  # a large frame still arriving: nothing to look at yet
-            data = bytes(self._partial)
-            self._partial.clear()
+            data, self._partial = self._partial, bytearray()  # handed over, not copied
         protocol = self._protocol
         if not self._server_side or protocol.state is not State.OPEN:
             protocol.receive_data(data)  # the library's alone, from now on
@@ -162,7 +213,12 @@ class FrameReceiver(FrameSender):
         self._partial_size = sum(extent) if extent is not None else 0  # 0: header incomplete
         if whole > taken:
             protocol.receive_data(data[taken:whole])
-        self._partial += data[whole:]
+        if self._partial_size > LARGE_FRAME_BYTES and self._receive_fd is not None:
+            self._large = bytearray(self._partial_size)
+            self._large_filled = len(data) - whole
+            self._large[: self._large_filled] = memoryview(data)[whole:]
+        else:
+            self._partial += data[whole:]
 
     def _frame(self, frame: Frame) -> None:
         data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
@@ -203,3 +259,31 @@ class FrameReceiver(FrameSender):
             code, reason = sent.code, sent.reason
             return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
         return trio.BrokenResourceError("connection lost without a close frame")
+
+
+async def receive_into(receive_fd: Callable[[], int], buffers: Sequence[memoryview | bytearray]) -> int:
+    """Read into ``buffers``, in turn, what the socket ``receive_fd`` returns holds; 0 at the end.
+
+    :func:`~channels._core.fdio.receive_some` for a buffer the caller owns: it reads first and waits
+    only if the kernel has nothing, yields once (shielded) if it did not wait, and raises the same
+    errors (``trio.ClosedResourceError`` for a closed stream, ``trio.BrokenResourceError`` for a
+    failed read).
+    """
+    waited = False
+    while True:
+        fd = receive_fd()
+        if fd < 0:
+            raise trio.ClosedResourceError("stream was closed")
+        try:
+            received = os.readv(fd, buffers)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
+            waited = True
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("stream was closed") from None
+            raise trio.BrokenResourceError(f"read failed: {exc}") from exc
+        else:
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return received

@@ -4,13 +4,17 @@
 used alone. A server writes its unmasked text frames itself (:func:`~channels._ws.frames.text_frame_header`);
 a client's masked frames, pings, pongs and the close frame are the ``websockets`` library's. Every
 write first goes to the socket synchronously (:func:`~channels._core.fdio.write_now`) and only
-what the kernel did not take waits in ``send_all``, in 64 KiB pieces each under
-:attr:`send_timeout` (a bound on time without progress, not on the whole write).
+what the kernel did not take waits, each wait for room in the socket under :attr:`send_timeout`
+(a bound on time without progress, not on the whole write). A large payload is written after its
+header from where it lies (``writev``), never copied into one buffer with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import errno
+import math
+import os
+from collections.abc import Callable, Sequence
 
 import trio
 from websockets.protocol import Protocol, Side, State
@@ -21,6 +25,13 @@ from .._core.fdio import send_all_progressing, send_fd_getter, write_now
 from .._core.jsonrpc import JSONObject, encode, validate
 from .._core.lock import HandoffLock
 from .frames import text_frame_header
+
+# A payload this large is written from where it lies, after the frames before it, by one writev
+# (copying it into one buffer with its header cost a copy of the whole message). Below it, joining
+# is cheaper than the extra buffers: one read's worth (channels/_core/fdio.py RECEIVE_SIZE).
+LARGE_PAYLOAD_BYTES = 65536
+# The most buffers one writev takes (Linux's IOV_MAX, 1024); any further ones wait their turn.
+WRITEV_MAX_BUFFERS = 1024
 
 
 class FrameSender(MessageChannel):
@@ -77,11 +88,21 @@ class FrameSender(MessageChannel):
                 for message in messages:
                     self._protocol.send_text(encode(message, newline=False))
                 return await self._write(b"".join(self._protocol.data_to_send()))
+            parts: list[bytes] = []  # small frames joined; each large payload on its own
             frames: list[bytes] = []
             for message in messages:
                 payload = encode(message, newline=False)
-                frames += (text_frame_header(len(payload)), payload)
-            return await self._write(b"".join(frames))
+                frames.append(text_frame_header(len(payload)))
+                if len(payload) < LARGE_PAYLOAD_BYTES:
+                    frames.append(payload)
+                else:
+                    parts += (b"".join(frames), payload)
+                    frames = []
+            if not parts:
+                return await self._write(b"".join(frames))
+            if frames:
+                parts.append(b"".join(frames))
+            return await self._write(parts)
         finally:
             self._sending = False
 
@@ -102,29 +123,33 @@ class FrameSender(MessageChannel):
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the reading side will find out
 
-    async def _write(self, data: bytes, *, eof: bool = False) -> bool:
+    async def _write(self, data: bytes | list[bytes], *, eof: bool = False) -> bool:
         """Write ``data`` whole, then half-close TCP if ``eof``; True if that had to wait.
 
-        Holds the write lock throughout, so that no other write, and no EOF, can come between
-        the parts of a frame.
+        ``data`` is bytes, or a list of parts written in turn (one ``writev``). Holds the write
+        lock throughout, so that no other write, and no EOF, can come between the parts of a frame.
         """
-        if not data and not eof:
+        size = len(data) if isinstance(data, bytes) else sum(map(len, data))
+        if not size and not eof:
             return False
         await self._write_lock.acquire()
         try:
-            sent = write_now(self._send_fd, data)
-            if sent < len(data):
+            if isinstance(data, bytes):
+                sent = write_now(self._send_fd, data)
+            else:
+                sent = writev_now(self._send_fd, data)
+            if sent < size:
                 try:
-                    await self._write_rest(memoryview(data)[sent:])
+                    await self._write_parts_rest(data, sent)
                 except BaseException:
                     # Cancelled or failed part-way: part of a frame may be on the wire, and no
                     # frame may follow it.
                     self._write_broken = True
                     raise
-            self.bytes_sent += len(data)
+            self.bytes_sent += size
             if eof and isinstance(self._stream, trio.abc.HalfCloseableStream):
                 await self._stream.send_eof()
-            return sent < len(data)
+            return sent < size
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._write_broken = True
             if self._closed:
@@ -133,11 +158,56 @@ class FrameSender(MessageChannel):
         finally:
             self._write_lock.release()
 
+    async def _write_parts_rest(self, data: bytes | list[bytes], sent: int) -> None:
+        """Write what follows the first ``sent`` bytes of ``data`` (or of its parts, in turn)."""
+        for part in [data] if isinstance(data, bytes) else data:
+            if sent < len(part):
+                await self._write_rest(memoryview(part)[sent:])
+            sent = max(0, sent - len(part))
+
     async def _write_rest(self, data: memoryview) -> None:
         # send_timeout bounds the time without progress, not the whole write: a peer reading a
         # large frame slowly but steadily is not too slow (docs/design.md §6).
-        if await send_all_progressing(self._stream, data, self.send_timeout):
+        if self._send_fd is not None:
+            timed_out = await self._write_as_room_frees(self._send_fd, data)
+        else:  # TLS: the stream's send_all, in pieces
+            timed_out = await send_all_progressing(self._stream, data, self.send_timeout)
+        if timed_out:
             # Part of a frame may be on the wire: nothing may follow it, not even a close frame.
             self._write_broken = True
             await trio.aclose_forcefully(self._stream)
             raise SendTimeout(f"the peer accepted nothing for {self.send_timeout:g}s")
+
+    async def _write_as_room_frees(self, send_fd: Callable[[], int], data: memoryview) -> bool:
+        """Write ``data`` to a plain socket as the kernel makes room, as much as it takes each time.
+
+        Each wait for room is bounded by :attr:`send_timeout`: True if one ran out (part of
+        ``data`` may then be on the wire). A write with ``send_all`` in 64 KiB pieces, each under
+        its own deadline, made a send call and a cancel scope per piece.
+        """
+        timeout = math.inf if self.send_timeout is None else self.send_timeout
+        while data:
+            fd = send_fd()
+            if fd < 0:
+                raise trio.ClosedResourceError("stream was closed")
+            with trio.move_on_after(timeout) as waited:
+                await trio.lowlevel.wait_writable(fd)  # a close elsewhere wakes it: ClosedResourceError
+            if waited.cancelled_caught:
+                return True
+            data = data[write_now(send_fd, data) :]
+        return False
+
+
+def writev_now(send_fd: Callable[[], int] | None, parts: Sequence[bytes]) -> int:
+    """:func:`~channels._core.fdio.write_now` for several buffers in turn (one ``writev``)."""
+    fd = send_fd() if send_fd is not None else -1
+    if fd < 0:
+        return 0
+    try:
+        return os.writev(fd, parts[:WRITEV_MAX_BUFFERS])
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        if exc.errno == errno.EBADF:
+            raise trio.ClosedResourceError("stream was closed") from None
+        raise trio.BrokenResourceError(f"write failed: {exc}") from exc

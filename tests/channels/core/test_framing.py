@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channels import LineFramer, Oversized
-from channels._core.framing import OVERSIZED_PREFIX_BYTES
+from channels._core.framing import LARGE_LINE_BYTES, OVERSIZED_PREFIX_BYTES
 
 Items = list[bytes | Oversized]
 
@@ -66,6 +66,46 @@ def test_with_a_limit_above_the_prefix_size_chunking_changes_nothing_at_all(
     one_shot = feed_in_chunks(max_line_bytes, [data])
     assert feed_in_chunks(max_line_bytes, split_at(data, cuts)) == one_shot
     assert feed_in_chunks(max_line_bytes, byte_by_byte(data)) == one_shot
+
+
+LARGE_LIMIT = 3 * LARGE_LINE_BYTES
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(
+        st.integers(min_value=LARGE_LINE_BYTES - 2, max_value=LARGE_LIMIT + 2), min_size=1, max_size=3
+    ),
+    endings=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r\r\n"]), min_size=3, max_size=3),
+    cuts=st.lists(st.integers(min_value=0, max_value=4 * LARGE_LIMIT), max_size=40),
+    tail=st.integers(min_value=0, max_value=LARGE_LIMIT + 2),
+)
+def test_large_lines_kept_as_chunks_come_out_as_they_would_from_one_shot(
+    sizes: list[int], endings: list[bytes], cuts: list[int], tail: int
+) -> None:
+    # Lines around LARGE_LINE_BYTES and the limit, each byte telling where it came from, so that
+    # a chunk joined in the wrong order or twice shows.
+    data = (
+        b"".join(
+            bytes((index + offset) % 251 for offset in range(size)).replace(b"\n", b"n") + ending
+            for index, (size, ending) in enumerate(zip(sizes, endings, strict=False))
+        )
+        + b"p" * tail
+    )
+    one_shot = feed_in_chunks(LARGE_LIMIT, [data])
+    assert feed_in_chunks(LARGE_LIMIT, split_at(data, cuts)) == one_shot
+    assert feed_in_chunks(LARGE_LIMIT, split_at(data, list(range(0, len(data), 4096)))) == one_shot
+
+
+def test_a_large_partial_last_line_is_returned_whole_by_take_partial() -> None:
+    framer = LineFramer(LARGE_LIMIT)
+    pieces = [bytes([65 + i]) * 40_000 for i in range(4)]  # past LARGE_LINE_BYTES after two
+    for piece in pieces:
+        assert framer.feed(piece) == []
+    assert framer.buffered == 160_000
+    assert framer.take_partial() == b"".join(pieces)
+    assert framer.buffered == 0
+    assert framer.feed(b"next\n") == [b"next"]
 
 
 def test_an_oversized_lines_prefix_does_not_depend_on_chunking() -> None:

@@ -4,7 +4,7 @@ A real WebSocket listener on loopback, and a hand-written client on a raw TCP so
 receive buffer, so that most of a large frame waits in the server's channel, not in the kernel;
 the client then reads it at its own pace. The send timeout is lowered so that a few MiB show it
 within seconds: a 2 MiB frame read at about 1 MB/s takes longer than the timeout to write whole,
-while each 64 KiB piece of it takes a small fraction of it.
+while each wait for room in the socket takes a small fraction of it.
 """
 
 from __future__ import annotations
@@ -118,3 +118,40 @@ async def test_a_client_that_stops_reading_part_way_through_a_large_message_is_s
                     await channel.send(MESSAGE)
             with pytest.raises(trio.BrokenResourceError):  # part of a frame may be on the wire
                 await channel.send({"jsonrpc": "2.0", "method": "notifications/message"})
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    """The payloads of the unmasked frames in ``data``, which must end on a frame boundary."""
+    payloads = []
+    while data:
+        size, start = data[1] & 0x7F, 2
+        if size == 126:
+            size, start = int.from_bytes(data[2:4], "big"), 4
+        elif size == 127:
+            size, start = int.from_bytes(data[2:10], "big"), 10
+        assert data[0] == 0x81 and len(data) >= start + size  # final text frames, whole
+        payloads.append(data[start : start + size])
+        data = data[start + size :]
+    return payloads
+
+
+async def test_a_batch_mixing_large_and_small_messages_arrives_as_one_whole_frame_each_in_order() -> None:
+    # Large payloads leave after the frames before them from where they lie (writev), small ones
+    # are joined; the client reads at its pace, so most of it waits for room in the socket.
+    batch = [
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": number, "t": "y" * size}}
+        for number, size in enumerate([10, 300_000, 0, 70_000, 65_536, 20, 1_000_000])
+    ]
+    payload_sizes = [len(json.dumps(message, separators=(",", ":"))) for message in batch]
+    expected = sum(size + (2 if size < 126 else 4 if size < 1 << 16 else 10) for size in payload_sizes)
+    data = bytearray()
+    with trio.fail_after(TIMEOUT):
+        async with slow_client() as (client, channel), trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                while len(data) < expected:
+                    data.extend(await client.receive_some(PACED_READ))
+
+            nursery.start_soon(read)
+            await channel.send_many(batch)
+    assert [json.loads(payload) for payload in split_frames(bytes(data))] == batch

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 import attrs
+import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -254,3 +255,79 @@ async def test_a_close_sent_right_behind_the_upgrade_request_is_answered_with_a_
             await client.aclose()
     assert frames == []
     assert close.code == 1000
+
+
+# -- large frames: read into a buffer of their own size (channels/_ws/receiver.py) ---------------
+
+# Around one read (64 KiB) and well past it; a text of several reads' worth, and one of many.
+LARGE_TEXT_SIZES = [65_536 - 100, 65_536 + 100, 300_000, 1_500_000]
+
+
+def masked_frame(payload: bytes, mask: bytes = b"\x9a\x01\xfe\x42") -> bytes:
+    """client_frame(TEXT, payload) for large payloads (> 64 KiB), masked with one big-integer XOR."""
+    size = len(payload)
+    keystream = (mask * (size // 4 + 1))[:size]
+    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(keystream, "big")).to_bytes(size, "big")
+    return bytes([0x80 | TEXT, 0x80 | 127]) + size.to_bytes(8, "big") + mask + masked
+
+
+@pytest.mark.parametrize("write_size", [None, 1000, 65_536, 100_003])
+async def test_large_frames_arrive_whole_and_in_order_with_the_frames_written_right_behind_them(
+    write_size: int | None,
+) -> None:
+    data = b""
+    for number, size in enumerate(LARGE_TEXT_SIZES):
+        text = "".join(chr(0x41 + (number + offset) % 26) for offset in range(64)) * (size // 64 + 1)
+        large = json.dumps(
+            {"jsonrpc": "2.0", "id": 2 * number, "method": "echo", "params": {"t": text[:size]}}
+        )
+        small = json.dumps({"jsonrpc": "2.0", "id": 2 * number + 1, "method": "echo"})
+        data += (
+            masked_frame(large.encode())
+            + client_frame(TEXT, small.encode())
+            + client_frame(PING, b"%d" % number)
+        )
+    pieces = (
+        [data] if write_size is None else [data[i : i + write_size] for i in range(0, len(data), write_size)]
+    )
+    replies: list[Any] = []
+    pongs: list[bytes] = []
+
+    async def write(client: RawWebSocket) -> None:
+        for piece in pieces:
+            await client.send(piece)
+            await trio.sleep(0)  # let the server read each piece on its own
+
+    with trio.fail_after(TIMEOUT):
+        async with echo_server() as server:
+            client = await RawWebSocket.open(server.port)
+            await client.upgrade(f"127.0.0.1:{server.port}")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write, client)  # while the replies are read: no deadlock on full buffers
+                while len(replies) < 2 * len(LARGE_TEXT_SIZES) or len(pongs) < len(LARGE_TEXT_SIZES):
+                    frame = await client.receive_frame()
+                    (pongs if frame.opcode == PONG else replies).append(frame.payload)
+            await client.aclose()
+
+    decoded = [json.loads(reply) for reply in replies]
+    assert [reply["id"] for reply in decoded] == list(range(2 * len(LARGE_TEXT_SIZES)))
+    sizes = [len(reply["result"]["params"]["t"]) for reply in decoded[::2]]
+    assert sizes == LARGE_TEXT_SIZES
+    assert pongs == [b"%d" % number for number in range(len(LARGE_TEXT_SIZES))]
+
+
+async def test_a_large_frame_cut_short_by_the_end_of_the_connection_is_never_delivered() -> None:
+    text = "x" * 200_000
+    frame = masked_frame(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"t": text}}).encode()
+    )
+    with trio.fail_after(TIMEOUT):
+        async with echo_server() as server:
+            client = await RawWebSocket.open(server.port)
+            await client.upgrade(f"127.0.0.1:{server.port}")
+            await client.send_json({"jsonrpc": "2.0", "id": 0, "method": "echo"})
+            assert json.loads((await client.receive_frame()).payload)["id"] == 0
+            await client.send(frame[:150_000])  # past the first read, short of the end
+            await client.stream.send_eof()
+            rest = await client.wait_closed()  # the server ends the connection, answering nothing
+    assert rest == b""
