@@ -14,6 +14,7 @@ timed out is dropped as late. Every request gets exactly one reply (docs/design.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from channels import RequestId
 
@@ -84,7 +85,7 @@ class InFlight:
         """Whether the child's reply to ``request_id`` is being written to the client."""
         return request_id in self._writing
 
-    def writing(self, request_ids: list[RequestId]) -> None:
+    def writing(self, request_ids: Iterable[RequestId]) -> None:
         """The child's replies to these requests in flight are being written: none may time out.
 
         Once written, each is closed (:meth:`close`); if the write fails, the connection ends and

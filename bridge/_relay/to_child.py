@@ -19,12 +19,10 @@ import trio
 from channels import (
     INVALID_REQUEST,
     JSONObject,
-    Kind,
     MessageChannel,
     MessageTooLarge,
     ProtocolError,
     is_request_id,
-    kind,
     receive_batch,
 )
 
@@ -108,8 +106,11 @@ class ToChild:
                         return
                     continue
                 consecutive_errors = 0
-                if await self._admit(item):
+                verdict = self._admit(item)
+                if verdict is True:
                     forward.append(item)
+                elif verdict is not False:
+                    await self._reply(verdict)
                 unread.popleft()
             if forward and not await self._send_to_child(forward):
                 await self._child_input_closed()
@@ -142,61 +143,56 @@ class ToChild:
             return False
         return True
 
-    async def _admit(self, message: JSONObject) -> bool:
-        """Book-keep one valid client message; False if it is answered here instead of forwarded."""
-        message_kind = kind(message)
-        if message_kind is Kind.REQUEST:
-            request_id = message["id"]
-            if self.stopping.is_set():
-                await self._reply(
-                    error_response(
-                        request_id,
-                        CONNECTION_CLOSED,
-                        "Connection closed",
-                        "shutting-down",
-                        detail="the bridge is stopping",
-                    )
-                )
-                return False
-            lists_tools = False
-            if self._tool_scopes:
-                refusal = self._tool_scopes.refuse_call(message, self.client.peer)
-                if refusal is not None:
-                    await self._reply(refusal)
-                    return False
-                lists_tools = message["method"] == "tools/list"
-            try:
-                self._opened(request_id, lists_tools)
-            except DuplicateRequest:
-                await self._reply(
-                    error_response(
-                        request_id,
-                        INVALID_REQUEST,
-                        "Invalid Request",
-                        "duplicate-id",
-                        detail="this id is already in flight",
-                    )
-                )
-                return False
-            except TooManyRequests:
-                await self._reply(too_many_requests(request_id, self.limits.max_in_flight))
-                return False
-            return True
-        if message_kind is Kind.NOTIFICATION:
+    def _admit(self, message: JSONObject) -> JSONObject | bool:
+        """Book-keep one valid client message: forward it (True), drop it (False), or answer it.
+
+        Returns the reply that answers it here instead of forwarding it, if any. Synchronous, so
+        that the usual message costs no coroutine: only a refusal is written, by the caller.
+        """
+        if "method" not in message:
+            # A response: only to a request the child sent to this client.
+            if message["id"] in self._child_requests:
+                del self._child_requests[message["id"]]
+                return True
+            logger.debug(
+                "%s: dropped a response to no request of the child: id %r", self.client.peer, message["id"]
+            )
+            return False
+        if "id" not in message:  # a notification
             if message["method"] == "notifications/cancelled":
                 params = message.get("params")
                 cancelled = params.get("requestId") if isinstance(params, dict) else None
                 if is_request_id(cancelled) and self._in_flight.cancel(cancelled):
                     self._check_idle()
             return True
-        # A response: only to a request the child sent to this client.
-        if message["id"] in self._child_requests:
-            del self._child_requests[message["id"]]
-            return True
-        logger.debug(
-            "%s: dropped a response to no request of the child: id %r", self.client.peer, message["id"]
-        )
-        return False
+        request_id = message["id"]
+        if self.stopping.is_set():
+            return error_response(
+                request_id,
+                CONNECTION_CLOSED,
+                "Connection closed",
+                "shutting-down",
+                detail="the bridge is stopping",
+            )
+        lists_tools = False
+        if self._tool_scopes:
+            refusal = self._tool_scopes.refuse_call(message, self.client.peer)
+            if refusal is not None:
+                return refusal
+            lists_tools = message["method"] == "tools/list"
+        try:
+            self._opened(request_id, lists_tools)
+        except DuplicateRequest:
+            return error_response(
+                request_id,
+                INVALID_REQUEST,
+                "Invalid Request",
+                "duplicate-id",
+                detail="this id is already in flight",
+            )
+        except TooManyRequests:
+            return too_many_requests(request_id, self.limits.max_in_flight)
+        return True
 
     async def _half_closed(self) -> None:
         """The client sent EOF: deliver what is in flight (bounded), then end."""

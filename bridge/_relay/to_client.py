@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from channels import JSONObject, Kind, MessageChannel, MessageTooLarge, ProtocolError, kind, receive_batch
+from channels import JSONObject, MessageChannel, MessageTooLarge, ProtocolError, receive_batch
 
 from .._child.process import ChildProcess, describe_exit
 from .._errors import REPLY_TOO_LARGE, error_response
@@ -74,32 +74,34 @@ class ToClient:
                 self._child_eof.set()
                 return
             out: list[JSONObject] = []
-            answered: list[Any] = []
+            # Insertion-ordered, and a set's membership test: a batch holds up to BATCH replies.
+            answered: dict[Any, None] = {}
+            in_flight = self._in_flight
+            filters_tools = bool(self._tool_scopes)
             for item in items:
                 if isinstance(item, ProtocolError):
                     if not self._child_sent_bad_output(item, out, answered):
                         break
                     continue
-                message_kind = kind(item)
-                if message_kind is Kind.RESPONSE:
-                    request_id = item["id"]
-                    if request_id is None:
-                        out.append(item)  # an error the child could not attribute
-                    elif request_id in self._in_flight and request_id not in answered:
-                        if self._tool_scopes and self._lists_tools(request_id):
-                            item = self._tool_scopes.filter_reply(item, self.client.peer.scopes)
-                        out.append(item)
-                        answered.append(request_id)
-                    elif request_id in answered or not self._in_flight.was_cancelled(request_id):
-                        # A second reply to one request (both in this batch, or the first already
-                        # delivered), or a reply to an id the client never sent.
-                        self._strays.stray(self.client.peer, request_id)
-                    else:
-                        self._strays.late(self.client.peer, request_id)
+                if "method" in item:  # a request (remembered: the client may answer it) or a notification
+                    if "id" in item:
+                        self._remember_child_request(item["id"])
+                    out.append(item)
                     continue
-                if message_kind is Kind.REQUEST:
-                    self._remember_child_request(item["id"])
-                out.append(item)
+                request_id = item["id"]  # a response
+                if request_id is None:
+                    out.append(item)  # an error the child could not attribute
+                elif request_id in in_flight and request_id not in answered:
+                    if filters_tools and self._lists_tools(request_id):
+                        item = self._tool_scopes.filter_reply(item, self.client.peer.scopes)
+                    out.append(item)
+                    answered[request_id] = None
+                elif request_id in answered or not in_flight.was_cancelled(request_id):
+                    # A second reply to one request (both in this batch, or the first already
+                    # delivered), or a reply to an id the client never sent.
+                    self._strays.stray(self.client.peer, request_id)
+                else:
+                    self._strays.late(self.client.peer, request_id)
             if not out:
                 continue
             # Deliver first, then mark answered: a write that fails or is cancelled leaves the
@@ -113,7 +115,7 @@ class ToClient:
             self._check_idle()
 
     def _child_sent_bad_output(
-        self, error: ProtocolError, out: list[JSONObject], answered: list[Any]
+        self, error: ProtocolError, out: list[JSONObject], answered: dict[Any, None]
     ) -> bool:
         """Deal with one bad line from the child; False if the connection must end because of it."""
         if not isinstance(error, MessageTooLarge):
@@ -132,7 +134,7 @@ class ToClient:
             out.append(
                 error_response(request_id, REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=limit)
             )
-            answered.append(request_id)
+            answered[request_id] = None
             return True
         # A message that cannot be attributed may have been any request's reply; the only way to
         # keep "every request gets exactly one reply" is to end the connection and answer them all.

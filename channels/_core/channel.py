@@ -183,6 +183,22 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
         """
         raise trio.WouldBlock
 
+    def take_buffered(self, items: list[JSONObject | ProtocolError], max_count: int) -> None:
+        """Append messages already buffered to ``items``, until it holds ``max_count``; never blocks.
+
+        A bad message is appended as its :class:`~channels.ProtocolError`, in its place. The base
+        implementation calls :meth:`receive_nowait` until it raises something else (an end or a
+        failure stops it, and the next ``receive`` raises it again); implementations may do it in
+        one step.
+        """
+        while len(items) < max_count:
+            try:
+                items.append(self.receive_nowait())
+            except ProtocolError as exc:
+                items.append(exc)
+            except (trio.WouldBlock, trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # what was taken is delivered; the next receive raises the end or the error
+
     async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
         """Close, telling the peer why where the transport can (a WebSocket close frame).
 
@@ -237,11 +253,5 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
         items.append(await channel.receive())
     except ProtocolError as exc:
         items.append(exc)
-    while len(items) < max_count:
-        try:
-            items.append(channel.receive_nowait())
-        except ProtocolError as exc:
-            items.append(exc)
-        except (trio.WouldBlock, trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-            break  # what was taken is delivered; the next call raises the end or the error
+    channel.take_buffered(items, max_count)
     return items

@@ -104,8 +104,12 @@ class LineFramer:
             data = data[end + 1 :]
         lines = data.split(b"\n")
         tail = lines.pop()
-        for line in lines:
-            self._emit(line, items)
+        limit = self.max_line_bytes
+        if lines and b"\r" not in data and b"" not in lines and len(max(lines, key=len)) <= limit:
+            items += lines  # the usual chunk: whole lines, none empty, none over-long, no CRLF
+        else:
+            for line in lines:
+                self._emit(line, items)
         if tail:
             self._extend_partial(tail, items)
         return items

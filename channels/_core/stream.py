@@ -210,6 +210,18 @@ class StreamChannel(MessageChannel):
             raise trio.EndOfChannel
         raise trio.WouldBlock
 
+    def take_buffered(self, items: list[JSONObject | ProtocolError], max_count: int) -> None:
+        """As :meth:`MessageChannel.take_buffered`: the buffered lines, decoded in one loop."""
+        if self._receiving or self._closed:
+            return  # receive_nowait would raise: the next receive says why
+        pending = self._pending
+        decode_line = self._decode
+        while pending and len(items) < max_count:
+            try:
+                items.append(decode_line(pending.popleft()))
+            except ProtocolError as exc:
+                items.append(exc)
+
     def _decode(self, item: bytes | Oversized) -> JSONObject:
         if isinstance(item, Oversized):
             limit = self._framer.max_line_bytes

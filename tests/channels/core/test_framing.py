@@ -196,3 +196,26 @@ def test_close_after_a_clean_end_drops_nothing() -> None:
 def test_a_limit_below_one_byte_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         LineFramer(0)
+
+
+def framed_by_the_rules(data: bytes, max_line_bytes: int) -> Items:
+    """The module's rules applied line by line: the reference for a chunk of whole lines."""
+    items: Items = []
+    for line in data.split(b"\n")[:-1]:
+        line = line.removesuffix(b"\r")
+        if len(line) > max_line_bytes:
+            items.append(Oversized(line[: min(OVERSIZED_PREFIX_BYTES, max_line_bytes)]))
+        elif line:
+            items.append(line)
+    return items
+
+
+@given(
+    lines=st.lists(st.sampled_from([b"", b"a", b"{}", b"abcdef", b"ab\r", b"\r", b"x" * 13])),
+    max_line_bytes=st.integers(min_value=1, max_value=12),
+)
+def test_a_chunk_of_whole_lines_gives_what_the_rules_give_line_by_line(
+    lines: list[bytes], max_line_bytes: int
+) -> None:
+    data = b"".join(line + b"\n" for line in lines)
+    assert LineFramer(max_line_bytes).feed(data) == framed_by_the_rules(data, max_line_bytes)
