@@ -6,7 +6,7 @@ Run from the repository root::
                         [--scenarios sequential,pipelined]
 
 Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
-but in ``bridge-shared``, the supergateway-ws rows and the mcp-proxy rows):
+but in ``bridge-shared``, ``bridge-http-2026``, the supergateway-ws rows and the mcp-proxy rows):
 
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
 * ``socat-unix``   ``socat UNIX-LISTEN:PATH,fork,backlog=128 EXEC:...``;
@@ -21,6 +21,12 @@ but in ``bridge-shared``, the supergateway-ws rows and the mcp-proxy rows):
 * ``bridge-tls``   ``bridge-unix`` with ``--listen tls:127.0.0.1:0 --tls-cert CERT --tls-key KEY``
   (certificates made for the run with trustme, in a temporary directory);
 * ``bridge-http`` ``bridge-unix`` with ``--listen http://127.0.0.1:0/mcp`` (Streamable HTTP);
+* ``bridge-http-2026`` ``bridge-http`` with ``--child shared`` (one example server for every
+  session), its sessions in the 2026-07-28 era: no ``initialize`` and no session; every POST carries
+  ``MCP-Protocol-Version: 2026-07-28``, ``Mcp-Method`` (and ``Mcp-Name`` for ``tools/call``) and
+  every request ``params._meta`` with the protocol version and client capabilities. Where the
+  scenarios below send ``initialize`` it sends ``server/discover`` (the era's first contact, so
+  setup is until its result arrives), and ``notifications/initialized`` is not sent;
 * ``supergateway-ws`` supergateway's stdio→WebSocket mode (one example server for every session),
   installed with npm into the git-ignored ``bench/.node`` when the row runs;
   ``supergateway-ws-quiet`` the same with ``--logLevel none``;
@@ -34,7 +40,8 @@ WebSocket and TLS sessions are driven like the others (one non-blocking socket, 
 Streamable HTTP sessions (a POST per message, keep-alive connections, JSON or SSE responses) too,
 see streamable_http.py.
 
-Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``:
+Scenarios, each on fresh sessions that start with ``initialize`` + ``notifications/initialized``
+(``server/discover`` in the 2026-07-28 era):
 
 * string ids: two calls whose ids are strings (``"abc:1"``, ``"42"``); whether both come back as
   sent (a finding reported as yes/no, not an error);

@@ -24,6 +24,8 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
 * ``bridge-http``: ``python -m bridge --listen http://127.0.0.1:0/mcp ...``: Streamable HTTP (see
   streamable_http.py for the client side), ready when its stderr shows
   ``listening on http://127.0.0.1:PORT/mcp``.
+* ``bridge-http-2026``: ``bridge-http`` with ``--child shared``, its sessions in the 2026-07-28 era
+  (no initialize, no session; per-request ``_meta`` and ``Mcp-*`` headers: http_modern.py).
 * ``supergateway-ws``: supergateway's stdio→WebSocket gateway (ONE example server for all clients),
   installed by :func:`ensure_npm_package` with npm into the git-ignored ``bench/.node``; the relay
   is its node process. ``supergateway-ws-quiet`` adds ``--logLevel none``.
@@ -164,8 +166,11 @@ class RelayTarget:
     """A relay process listening on a Unix socket or a loopback TCP port (plain, WebSocket, TLS or
     Streamable HTTP)."""
 
-    def __init__(self, name: str, transport: str, kind: str, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, name: str, transport: str, kind: str, extra: tuple[str, ...] = (), modern: bool = False
+    ) -> None:
         self.name = name
+        self.modern = modern  # HTTP sessions speak the 2026-07-28 era (streamable_http.py)
         self.transport = transport  # "unix", "tcp", "ws", "tls" or "http"
         self.kind = kind  # "socat", "trio", "bridge", "supergateway" or "mcp-proxy"
         self.extra = extra  # further bridge options
@@ -247,7 +252,7 @@ class RelayTarget:
     # -- sessions -----------------------------------------------------------------------------
     def connect(self) -> Conn | HttpSession:
         if self.transport == "http":
-            return http_connect(self.address, self.http_path, self.http_stats)
+            return http_connect(self.address, self.http_path, self.http_stats, self.modern)
         if self.transport == "ws":
             return ws_connect(f"ws://{self.address[0]}:{self.address[1]}{self.ws_path}")
         if self.transport == "tls":
@@ -550,6 +555,8 @@ def make_target(name: str) -> DirectTarget | RelayTarget:
         return RelayTarget(name, "unix", "bridge", (*per_connection, "--prespawn", str(PRESPAWN)))
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
+    if name == "bridge-http-2026":
+        return RelayTarget(name, "http", "bridge", ("--child", "shared"), modern=True)
     if name.startswith("supergateway-ws"):
         return SupergatewayTarget(name, "ws", quiet=name.endswith("-quiet"))
     if name == "supergateway-http":
@@ -574,6 +581,7 @@ TARGET_NAMES = (
     "bridge-ws",
     "bridge-tls",
     "bridge-http",
+    "bridge-http-2026",
     "supergateway-ws",
     "supergateway-ws-quiet",
     "supergateway-http",

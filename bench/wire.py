@@ -70,10 +70,15 @@ def _loads(line: bytes) -> dict:
 
 
 def check_initialize(line: bytes) -> None:
-    """Raise unless ``line`` is the result of our ``initialize`` request."""
+    """Raise unless ``line`` is the result of our ``initialize`` request (or, on a session of the
+    2026-07-28 era, of the ``server/discover`` it became: see http_modern.py)."""
     message = _loads(line)
     result = message.get("result")
-    if message.get("id") != INITIALIZE_ID or not isinstance(result, dict) or "protocolVersion" not in result:
+    if (
+        message.get("id") != INITIALIZE_ID
+        or not isinstance(result, dict)
+        or ("protocolVersion" not in result and "supportedVersions" not in result)
+    ):
         raise BenchError(f"bad initialize reply: {line[:200]!r}")
 
 

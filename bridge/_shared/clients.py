@@ -53,6 +53,7 @@ class Client:
     ending: str | None = None
     drained: bool = False
     sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
+    closing: bool = False  # the writer returns once the outbox is empty
     idle: IdleWatch | None = None  # with the listener's idle timeout: when traffic last passed
 
     @property
@@ -65,6 +66,14 @@ class Client:
         if self.ending is None:
             self.ending = ending.reason
         self.scope.cancel()
+
+    def close_writer(self) -> None:
+        """Let the writer return once everything queued is written.
+
+        The usual end of a client, without cancelling its writer.
+        """
+        self.closing = True
+        self.wake.set()
 
     async def wait_changed(self) -> None:
         """Wait until a reply is queued for this client or sent to it.
@@ -139,9 +148,14 @@ class Clients:
             self.deliver(client_key, error_response(request_id, code, "Connection closed", reason), 256)
 
     async def write(self, client: Client) -> None:
-        """Write what is queued for ``client`` until it is gone or too slow."""
+        """Write what is queued for ``client`` until it is gone or too slow.
+
+        Or until the outbox is empty after :meth:`Client.close_writer`.
+        """
         while True:
             while not client.outbox:
+                if client.closing:
+                    return
                 client.wake = trio.Event()
                 await client.wake.wait()
             batch = [message for message, _ in client.outbox]

@@ -150,6 +150,7 @@ class SharedChild:
                     nursery.start_soon(
                         self._admission.expire_requests, self.limits.request_timeout, self._link.send
                     )
+                nursery.start_soon(self._drain_everyone_when_stopping, nursery)
                 await nursery.start(self._supervise, nursery.cancel_scope)
                 task_status.started()
         except BaseExceptionGroup as group:
@@ -186,13 +187,17 @@ class SharedChild:
             with client.scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._clients.write, client)
-                    nursery.start_soon(self._drain_when_stopping, client, nursery.cancel_scope)
+                    if self.stopping.is_set():  # it came after the drain began: drained alike
+                        nursery.start_soon(self._drain_when_stopping, client)
                     if channel.idle_timeout:
                         client.idle = IdleWatch(channel.idle_timeout)
                         nursery.start_soon(client.idle.run, partial(self._wait_idle, client), client.end)
                     await self._reader.read(client)
                     await self._drain(client, self.limits.half_close_timeout, "half-close-timeout")
-                    nursery.cancel_scope.cancel()
+                    if client.unsent or client.idle is not None:
+                        nursery.cancel_scope.cancel()
+                    else:  # the usual end, of every one-request client: no cancellation to raise
+                        client.close_writer()
         finally:
             del self._clients.by_key[client.key]
             await self._detach(client)
@@ -203,12 +208,21 @@ class SharedChild:
         while self._router.in_flight(client.key) or client.unsent:
             await client.wait_changed()
 
-    async def _drain_when_stopping(self, client: Client, scope: trio.CancelScope) -> None:
+    async def _drain_everyone_when_stopping(self, nursery: trio.Nursery) -> None:
+        """On a graceful stop, drain every client being served.
+
+        One task for all until then, not one per client: a 2026-07-28 HTTP request is a client
+        of its own.
+        """
         await self.stopping.wait()
+        for client in list(self._clients.by_key.values()):
+            nursery.start_soon(self._drain_when_stopping, client)
+
+    async def _drain_when_stopping(self, client: Client) -> None:
         await self._drain(client, self.limits.drain_timeout, "shutting-down")
         if client.ending is None:
             client.ending = "shutting-down"  # not "client-closed": the bridge ended it (WS 1001)
-        scope.cancel()
+        client.scope.cancel()
 
     async def _drain(self, client: Client, timeout: float, reason: str) -> None:
         """Wait (bounded) for the client's replies in flight and its queue.

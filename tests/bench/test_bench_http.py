@@ -1,6 +1,7 @@
 """The benchmark's Streamable HTTP client (bench/streamable_http.py), which parses HTTP and SSE by
-hand for speed: its parsers on bytes cut at every place, and whole sessions against a small
-canned server (SSE and JSON replies, a notification's 202, an early 413, DELETE)."""
+hand for speed (bench/http_wire.py): its parsers on bytes cut at every place, and whole sessions
+against a small canned server (SSE and JSON replies, a notification's 202, an early 413, DELETE),
+in the legacy era and in the 2026-07-28 era (bench/http_modern.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import trio
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
+import http_modern
+import http_wire
 import streamable_http
-from wire import BenchError, echo_call, open_session, parse_echo
+from wire import INITIALIZE, INITIALIZED, BenchError, echo_call, encode, open_session, parse_echo
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}],"isError":false}}'
 SSE_BODY = b": a comment\n\nevent: ping\ndata: {}\n\nevent: message\ndata: " + BODY + b"\n\n"
@@ -39,7 +42,7 @@ class Recorder:
         self.heads: list[int] = []
         self.body: list[bytes] = []
         self.ends = 0
-        self.parser = streamable_http.ResponseParser(
+        self.parser = http_wire.ResponseParser(
             self.head, lambda data: self.body.append(bytes(data)), self.end
         )
 
@@ -90,18 +93,16 @@ def test_the_event_stream_yields_the_data_of_message_events_only_whatever_the_li
     for line_end in (b"\n", b"\r\n", b"\r"):
         text = stream.replace(b"\n", line_end)
         for pieces in ([text], [text[i : i + 1] for i in range(len(text))]):
-            events = streamable_http.EventStream()
+            events = http_wire.EventStream()
             assert [payload for piece in pieces for payload in events.feed(piece)] == expected, line_end
 
 
 def test_a_reply_is_told_from_a_request_or_notification_on_the_same_stream() -> None:
-    assert not streamable_http._is_response(
-        b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}'
-    )
-    assert not streamable_http._is_response(b'{"jsonrpc":"2.0","id":"s1","method":"roots/list"}')
-    assert streamable_http._is_response(BODY)
-    assert streamable_http._is_response(b'{"id":1,"result":{"text":"\\"method\\": quoted"}}')
-    assert streamable_http._is_response(b'{"id":1,"result":{"method":"nested, not a member"}}')
+    assert not http_wire.is_response(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}')
+    assert not http_wire.is_response(b'{"jsonrpc":"2.0","id":"s1","method":"roots/list"}')
+    assert http_wire.is_response(BODY)
+    assert http_wire.is_response(b'{"id":1,"result":{"text":"\\"method\\": quoted"}}')
+    assert http_wire.is_response(b'{"id":1,"result":{"method":"nested, not a member"}}')
 
 
 # -- whole sessions against a canned server --------------------------------------------------
@@ -118,7 +119,10 @@ def sse(message: dict, crlf: bool) -> bytes:
     return events.replace(b"\n", b"\r\n") if crlf else events
 
 
-async def canned_server(stream: trio.SocketStream, seen: list[tuple[str, dict[str, str]]]) -> None:
+Seen = list[tuple[str, dict[str, str], dict]]  # (method, headers, message) of each request
+
+
+async def canned_server(stream: trio.SocketStream, seen: Seen) -> None:
     """Answers requests one at a time on one connection, each reply framed differently."""
     buffer = b""
     calls = 0
@@ -145,7 +149,7 @@ async def canned_server(stream: trio.SocketStream, seen: list[tuple[str, dict[st
             buffer += await stream.receive_some()
         body, buffer = buffer[:length], buffer[length:]
         message = json.loads(body) if body else {}
-        seen.append((method if method != "POST" else message.get("method", "reply"), headers))
+        seen.append((method if method != "POST" else message.get("method", "reply"), headers, message))
         if method == "DELETE":
             await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
         elif "id" not in message:
@@ -156,6 +160,13 @@ async def canned_server(stream: trio.SocketStream, seen: list[tuple[str, dict[st
             await stream.send_all(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nMcp-Session-Id: %s\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (SESSION, len(events), events)
+            )
+        elif message["method"] == "server/discover":
+            result = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {}}
+            data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(data), data)
             )
         else:
             calls += 1
@@ -200,7 +211,7 @@ def run_client(port: int, stats: Counter) -> list[tuple[object, str]]:
 
 
 async def test_a_session_posts_each_message_and_reads_json_and_sse_replies_then_deletes() -> None:
-    seen: list[tuple[str, dict[str, str]]] = []
+    seen: Seen = []
     stats: Counter = Counter()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
@@ -211,10 +222,10 @@ async def test_a_session_posts_each_message_and_reads_json_and_sse_replies_then_
             got = await trio.to_thread.run_sync(run_client, port, stats, abandon_on_cancel=True)
             nursery.cancel_scope.cancel()
     assert sorted(got) == [(1, "one")] + [(i, f"call {i}") for i in range(2, 8)]
-    methods = [method for method, _ in seen]
+    methods = [method for method, _, _ in seen]
     assert methods[:3] == ["initialize", "notifications/initialized", "tools/call"]
     assert methods.count("tools/call") == 7
-    initialize, *later = [headers for _, headers in seen]
+    initialize, *later = [headers for _, headers, _ in seen]
     assert "mcp-session-id" not in initialize and "mcp-protocol-version" not in initialize
     assert initialize["accept"] == "application/json, text/event-stream"
     assert initialize["content-type"] == "application/json"
@@ -225,3 +236,79 @@ async def test_a_session_posts_each_message_and_reads_json_and_sse_replies_then_
     assert stats["DELETE skipped: requests in flight"] == 0
     assert methods[-1] == "DELETE", methods
     assert stats["replies: JSON, length"] + stats["replies: SSE, chunked"] == 8
+
+
+# -- the 2026-07-28 era ----------------------------------------------------------------------
+def test_a_modern_post_splices_the_same_bytes_as_decoding_and_encoding_the_message() -> None:
+    messages = [
+        echo_call(7, 'text with \u00e9 and \\ and "'),
+        echo_call("abc:1", "string id"),
+        encode({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        encode({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "c"}}),
+        encode({"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "file:///a b"}}),
+    ]
+    for line in messages:
+        body = line.rstrip(b"\n")
+        fast = http_modern.modern_post(body)
+        slow = http_modern._decoded(body)
+        assert fast == slow, body
+        assert fast is not None
+        message = json.loads(fast[0])
+        assert message["params"]["_meta"] == http_modern.META
+        assert {
+            **message,
+            "params": {k: v for k, v in message["params"].items() if k != "_meta"},
+        } == json.loads(body)
+    assert http_modern.modern_post(echo_call(1, "x").rstrip(b"\n"))[1:] == (b"tools/call", b"echo")
+
+
+def test_a_modern_post_keeps_a_requests_own_meta_and_encodes_a_name_that_is_not_plain_ascii() -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "caf\u00e9 ", "_meta": {"progressToken": 1}},
+    }
+    body, method, name = http_modern.modern_post(encode(message).rstrip(b"\n"))
+    assert json.loads(body)["params"]["_meta"] == {**http_modern.META, "progressToken": 1}
+    assert (method, name) == (b"tools/call", b"=?base64?Y2Fmw6kg?=")
+    assert http_modern.modern_post(INITIALIZED.rstrip(b"\n")) is None
+    assert http_modern.modern_post(INITIALIZE.rstrip(b"\n"))[0] == http_modern.DISCOVER_BODY
+
+
+def run_modern_client(port: int, stats: Counter) -> list[tuple[object, str]]:
+    conn = open_session(lambda: streamable_http.http_connect(("127.0.0.1", port), "/mcp", stats, modern=True))
+    try:
+        conn.reserve(2)
+        conn.send(b"".join(echo_call(i, f"call {i}") for i in range(1, 5)))
+        got: list[tuple[object, str]] = []
+        while len(got) < 4:
+            got += [parse_echo(line) for line in conn.read_lines()]
+    finally:
+        conn.close()
+    return got
+
+
+async def test_a_modern_session_discovers_then_posts_each_request_with_its_meta_and_headers_and_never_deletes() -> (
+    None
+):
+    seen: Seen = []
+    stats: Counter = Counter()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(
+                functools.partial(trio.serve_tcp, host="127.0.0.1"), lambda s: canned_server(s, seen), 0
+            )
+            port = listeners[0].socket.getsockname()[1]
+            got = await trio.to_thread.run_sync(run_modern_client, port, stats, abandon_on_cancel=True)
+            nursery.cancel_scope.cancel()
+    assert sorted(got) == [(i, f"call {i}") for i in range(1, 5)]
+    assert [method for method, _, _ in seen] == ["server/discover"] + ["tools/call"] * 4
+    for method, headers, message in seen:
+        assert "mcp-session-id" not in headers
+        assert headers["mcp-protocol-version"] == "2026-07-28"
+        assert headers["mcp-method"] == method
+        assert headers.get("mcp-name") == ("echo" if method == "tools/call" else None)
+        assert message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        assert message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {}
+    assert stats["not sent in the 2026-07-28 era: notifications/initialized"] == 1

@@ -41,6 +41,7 @@ from .request import (
     Headers,
     Parsing,
     Request,
+    read_ready,
     unreadable_body,
 )
 
@@ -120,12 +121,10 @@ class HttpConnection:
         self.on_progress: Callable[[], object] = lambda: None  # the client took part of a write
         self.phase = "idle"
         self.read_deadline = float("inf")
-        self.read_scope: trio.CancelScope | None = None
-        """Cancelled by :meth:`expire`: the scope around this connection's reads."""
+        self.read_scope: trio.CancelScope | None = None  # what expire() cancels: the reads' scope
         self.bytes_received = 0
         self.bytes_sent = 0
-        self.closing = False
-        """Set to close the connection after the current response (the server is stopping)."""
+        self.closing = False  # close the connection after the current response (the server stops)
 
     @property
     def reusable(self) -> bool:
@@ -223,17 +222,18 @@ class HttpConnection:
     async def _receive(self, *, expect_wait: bool = False) -> bytes:
         """The next bytes from the client, ``b""`` once it closed.
 
-        Args:
-            expect_wait: the client has probably sent nothing yet (its next request, right after
-                a response): wait for readability first instead of trying a read that would find
-                nothing (trio's ``receive_some`` tries first), one system call less per request.
+        ``expect_wait``: the client has probably sent nothing yet (its next request, after a response):
+        wait for readability, then read (``read_ready``), rather than a read that finds nothing first.
         """
         if self._peer_closed:
             return b""
+        data: bytes | bytearray | None = None
         try:
             if expect_wait and self._socket is not None:
                 await trio.lowlevel.wait_readable(self._socket)
-            data = await self.stream.receive_some(RECEIVE_SIZE)
+                data = read_ready(self._socket.fileno())
+            if data is None:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         if not data:

@@ -20,12 +20,15 @@ may serve the next request.
 from __future__ import annotations
 
 import collections
+import errno
+import os
 from collections.abc import Callable, Sequence
 
 import attrs
 import httptools
 
 from ..._core.errors import INVALID_REQUEST
+from ..._core.fdio import RECEIVE_SIZE
 from ..._core.jsonrpc import sniff_leading_id
 from ..._core.oauth import Principal
 from ..._mcp.refusal import SERVER_ERROR, HttpRefusal
@@ -310,3 +313,19 @@ def _declares_body(request: Request | BadRequest) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
             return True
     return False
+
+
+def read_ready(fd: int) -> bytes | None:
+    """What a socket that was just found readable holds, read at once (at most 64 KiB).
+
+    ``b""`` at its end (or if it failed or was closed: the connection is over either way), None if
+    it holds nothing after all (the caller then reads it the usual way). The caller's wait for
+    readability was its schedule point: trio's ``receive_some`` would yield a second time after
+    a read that did not wait, a pass of the scheduler per request for nothing.
+    """
+    try:
+        return os.read(fd, RECEIVE_SIZE)
+    except BlockingIOError:
+        return None
+    except OSError as exc:  # reset, or EBADF: closed by another task meanwhile
+        return b"" if exc.errno != errno.EINTR else None

@@ -209,6 +209,32 @@ async def test_a_graceful_stop_in_shared_mode_finishes_requests_and_stops_the_ch
     assert [result_text(reply) for reply in replies] == ["slept"]
 
 
+async def test_at_the_drain_deadline_in_shared_mode_every_clients_running_request_gets_shutting_down(
+    sock_dir,
+):
+    limits = Limits(drain_timeout=0.3, stop_stdin_timeout=0.2, stop_term_timeout=1)
+    slow = [
+        request(
+            number,
+            "tools/call",
+            {"name": "sleep", "arguments": {"seconds": 30}, "_meta": {"progressToken": 1}},
+        )
+        for number in (1, 2)
+    ]
+    with trio.fail_after(TIMEOUT):
+        async with await shared(sock_dir, limits=limits) as daemon:
+            clients = [await LineClient.open(daemon.addresses[0]) for _ in slow]
+            for client, message in zip(clients, slow, strict=True):
+                await client.send(message)
+            # the child serves one request at a time: the second waits behind the first
+            assert (await clients[0].receive())["method"] == "notifications/progress"
+            daemon.stop()
+            ended = [await client.receive_until_eof() for client in clients]
+    for number, replies in enumerate(ended, start=1):
+        assert [reply["id"] for reply in replies if "id" in reply] == [number]
+        assert replies[0]["error"]["data"]["reason"] == "shutting-down"
+
+
 async def test_a_request_over_the_request_timeout_gets_32001_in_shared_mode_too(sock_dir):
     with trio.fail_after(TIMEOUT):
         async with await shared(sock_dir, limits=Limits(request_timeout=1.0)) as daemon:

@@ -21,6 +21,7 @@ import trio
 from test_http import LEGACY, RESUMING, Session, http_bridge, initialize, open_session
 
 from bridge import Limits
+from channels._http.server.request import read_ready
 
 from conftest import call, poll
 from rawhttp import POST_HEADERS, RawHttp, post
@@ -208,3 +209,32 @@ async def test_a_2024_11_05_post_naming_no_stream_or_an_unknown_one_is_refused_w
                 port, call("m-2", "echo", text="hi"), path="/messages?session_id=" + "0" * 32
             )
             assert unknown.status == 404 and unknown.json()["id"] == "m-2", unknown
+
+
+async def test_a_socket_found_readable_is_read_at_once_and_an_empty_one_is_left_to_trio() -> None:
+    with trio.fail_after(TIMEOUT):
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            ours.setblocking(False)
+            assert read_ready(ours.fileno()) is None  # nothing yet: receive_some reads it later
+            theirs.sendall(b"POST /mcp HTTP/1.1\r\n")
+            await trio.lowlevel.wait_readable(ours)
+            assert read_ready(ours.fileno()) == b"POST /mcp HTTP/1.1\r\n"
+            theirs.close()
+            await trio.lowlevel.wait_readable(ours)
+            assert read_ready(ours.fileno()) == b""  # the client closed: the connection is over
+
+
+async def test_keep_alive_requests_after_the_first_are_each_answered_once_and_in_order() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge() as port:
+            session = await open_session(port)
+            client = await RawHttp.open(port)  # one connection: every request after the first
+            try:  # is read once the socket is found readable
+                for number in range(2, 12):
+                    message = call(number, "echo", text=f"call {number}")
+                    response = await client.request("POST", "/mcp", session.headers(), message)
+                    assert response.status == 200
+                    assert [reply["id"] for reply in response.messages()] == [number]
+            finally:
+                await client.aclose()
