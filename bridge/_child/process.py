@@ -40,7 +40,7 @@ from channels import PeerInfo, ProtocolError, StreamChannel
 from .._errors import ChildStartError, ConfigError
 from .._limits import Limits
 from .sandbox import Sandbox, sandboxed
-from .stderr import RateLimiter, escape_for_log, log_stderr
+from .stderr import RateLimiter, StderrReader, escape_for_log, log_stderr
 
 logger = logging.getLogger("bridge.child")
 
@@ -282,7 +282,9 @@ class ChildProcess:
 
 
 @asynccontextmanager
-async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProcess]:
+async def open_child(
+    spec: ChildSpec, limits: Limits, stderr_reader: StderrReader | None = None
+) -> AsyncIterator[ChildProcess]:
     """Launch the child; on exit from the block, stop it in MCP order and reap it.
 
     Use as ``async with open_child(spec, limits) as child:``. ``open_child`` owns the child: the
@@ -290,11 +292,13 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
     ends, cancellation included, the child is stopped with :meth:`ChildProcess.stop` (shielded and
     bounded) before this returns. An exception from the block comes out unchanged, not wrapped in
     an ``ExceptionGroup``. The child's stderr is logged line by line (see :mod:`bridge._child.stderr`)
-    for as long as the block runs.
+    for as long as the block runs, by a task of its own or by ``stderr_reader``.
 
     Args:
         spec: what to launch.
         limits: the child's message size limit and stop timeouts.
+        stderr_reader: reads the stderr of many children in one task (the daemon's); it must run
+            for as long as the block does. None: a task of this block's reads it.
 
     Raises:
         ChildStartError: the command could not be started (the message names it and why).
@@ -328,11 +332,16 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
         peer=PeerInfo("pipe", f"pid {process.pid}"),
     )
     child = ChildProcess(process, channel, spec, limits)
+    assert isinstance(process.stderr, trio.lowlevel.FdStream)  # a pipe, on Linux
+    stderr_fd = process.stderr.fileno()
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(argv))
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
+            if stderr_reader is None:
+                nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
+            else:
+                stderr_reader.add(stderr_fd, spec.name, process.pid)
             try:
                 yield child
             except BaseException as exc:
@@ -349,6 +358,8 @@ async def open_child(spec: ChildSpec, limits: Limits) -> AsyncIterator[ChildProc
         raise
     finally:
         await child.stop()  # also when the nursery itself failed
+        if stderr_reader is not None:
+            stderr_reader.remove(stderr_fd)  # what it still holds is logged
         # stop() closed stdin and stdout; stderr is ours (its logger ended with the nursery).
         # Left to the garbage collector, one pipe per stopped child stays open for a while.
         await trio.aclose_forcefully(process.stderr)

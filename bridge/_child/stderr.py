@@ -9,7 +9,9 @@ data. Control characters are escaped so that a child cannot forge log lines, lin
 from __future__ import annotations
 
 import logging
+import os
 import re
+import select
 
 import attrs
 import trio
@@ -23,6 +25,11 @@ MAX_STDERR_LINE = 8 * 1024
 # Lines logged per second per child before the rest are counted and summarised once a second, so
 # that a flood cannot fill the journal (docs/design.md §6).
 STDERR_LINES_PER_SECOND = 100
+# Bytes read from a child's stderr at once: a pipe's default capacity (pipe(7)).
+STDERR_READ_SIZE = 65536
+# Reads of what a child's stderr still holds once it is stopped: up to 1 MiB, so that its last
+# lines are logged but a grandchild writing without end cannot hold its connection's end.
+STDERR_READS_AT_REMOVAL = 16
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -63,48 +70,128 @@ class RateLimiter:
         return suppressed
 
 
-async def log_stderr(stream: trio.abc.ReceiveStream, name: str, pid: int) -> None:
-    """Log every line of ``stream`` until it ends. Does not close it (the child owns it)."""
-    framer = LineFramer(MAX_STDERR_LINE)
-    limiter = RateLimiter(STDERR_LINES_PER_SECOND)
+@attrs.define(eq=False)
+class StderrLog:
+    """One child's stderr turned into log lines as its bytes arrive. Sans-IO.
 
-    def emit(item: bytes | Oversized) -> None:
-        allowed, suppressed = limiter.admit(trio.current_time())
+    Args:
+        name: the server's name in the ``[NAME pid N]`` tag.
+        pid: the child's pid, in the tag.
+    """
+
+    name: str
+    pid: int
+    _framer: LineFramer = attrs.field(init=False, factory=lambda: LineFramer(MAX_STDERR_LINE))
+    _limiter: RateLimiter = attrs.field(init=False, factory=lambda: RateLimiter(STDERR_LINES_PER_SECOND))
+
+    def feed(self, data: bytes | bytearray) -> None:
+        """Log every complete line of ``data`` (with what came before it)."""
+        for item in self._framer.feed(data):
+            self._emit(item)
+
+    def finish(self) -> None:
+        """The stream ended: log a last line without a newline, and what was suppressed."""
+        if last := self._framer.take_partial():
+            self._emit(last)
+        if suppressed := self._limiter.flush():
+            self._log_suppressed(suppressed)
+
+    def _emit(self, item: bytes | Oversized) -> None:
+        allowed, suppressed = self._limiter.admit(trio.current_time())
         if suppressed:
-            logger.warning(
-                "[%s pid %d] %d stderr lines suppressed (over %d/s)",
-                name,
-                pid,
-                suppressed,
-                STDERR_LINES_PER_SECOND,
-            )
+            self._log_suppressed(suppressed)
         if not allowed:
             return
         if isinstance(item, Oversized):
             logger.info(
                 "[%s pid %d] %s ... [line over %d bytes truncated]",
-                name,
-                pid,
+                self.name,
+                self.pid,
                 escape_for_log(item.prefix),
                 MAX_STDERR_LINE,
             )
         else:
-            logger.info("[%s pid %d] %s", name, pid, escape_for_log(item))
+            logger.info("[%s pid %d] %s", self.name, self.pid, escape_for_log(item))
 
+    def _log_suppressed(self, suppressed: int) -> None:
+        logger.warning(
+            "[%s pid %d] %d stderr lines suppressed (over %d/s)",
+            self.name,
+            self.pid,
+            suppressed,
+            STDERR_LINES_PER_SECOND,
+        )
+
+
+async def log_stderr(stream: trio.abc.ReceiveStream, name: str, pid: int) -> None:
+    """Log every line of ``stream`` until it ends. Does not close it (the child owns it)."""
+    log = StderrLog(name, pid)
     try:
-        while data := await stream.receive_some(65536):
-            for item in framer.feed(data):
-                emit(item)
+        while data := await stream.receive_some(STDERR_READ_SIZE):
+            log.feed(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:
-        if last := framer.take_partial():  # a last line without a newline is still logged
-            emit(last)
-        if suppressed := limiter.flush():
-            logger.warning(
-                "[%s pid %d] %d stderr lines suppressed (over %d/s)",
-                name,
-                pid,
-                suppressed,
-                STDERR_LINES_PER_SECOND,
-            )
+        log.finish()
+
+
+@attrs.define(eq=False)
+class StderrReader:
+    """Reads the stderr of many children in one task, instead of a task (and a wait) per child.
+
+    The children's stderr fds are watched by an epoll set of this reader's own, whose fd is the
+    one trio waits on: a child costs an entry in that set and its :class:`StderrLog`. The daemon
+    owns the reader and runs :meth:`run` for as long as children use it (longer than any of them:
+    a child whose stderr nobody reads blocks once the pipe is full); :func:`open_child` adds a
+    child's stderr and removes it before closing it. Linux only, as the bridge (epoll).
+    """
+
+    _epoll: select.epoll = attrs.field(init=False, factory=select.epoll)
+    _logs: dict[int, StderrLog] = attrs.field(init=False, factory=dict)
+
+    @property
+    def children(self) -> int:
+        """Children whose stderr is read now."""
+        return len(self._logs)
+
+    def add(self, fd: int, name: str, pid: int) -> None:
+        """Log what the child ``pid`` writes to ``fd`` (non-blocking, owned by the caller)."""
+        self._logs[fd] = StderrLog(name, pid)
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def remove(self, fd: int) -> None:
+        """Stop reading ``fd`` (before its owner closes it), after what it holds now (bounded).
+
+        Its last line without a newline, and the count of suppressed lines, are logged.
+        """
+        log = self._logs.pop(fd, None)
+        if log is None:
+            return  # it had ended
+        self._epoll.unregister(fd)
+        for _ in range(STDERR_READS_AT_REMOVAL):
+            if not self._read(fd, log):
+                break
+        log.finish()
+
+    async def run(self) -> None:
+        """Read and log every child's stderr as it arrives, until cancelled; then close the set."""
+        with self._epoll:
+            while True:
+                await trio.lowlevel.wait_readable(self._epoll.fileno())
+                for fd, _events in self._epoll.poll(0):
+                    log = self._logs.get(fd)
+                    if log is not None and self._read(fd, log) is False:
+                        self.remove(fd)
+
+    def _read(self, fd: int, log: StderrLog) -> bool | None:
+        """Log one read of ``fd``: True if it had data, None if nothing now, False once it ended."""
+        try:
+            data = os.read(fd, STDERR_READ_SIZE)
+        except BlockingIOError:
+            return None
+        except OSError:  # as for a stream read by its own task: a failed read ends it
+            return False
+        if not data:
+            return False
+        log.feed(data)
+        return True

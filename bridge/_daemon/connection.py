@@ -21,6 +21,7 @@ from channels import CredentialsRefused, HandshakeError, Incoming, MessageChanne
 
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess, open_child
+from .._child.stderr import StderrReader
 from .._errors import (
     CONNECTION_CLOSED,
     TOO_MANY_CONNECTIONS,
@@ -64,6 +65,8 @@ class Connections:
         tap: where to record every message to and from clients, if anywhere.
         request_metrics: where to count and time requests, if anywhere.
         stop: begins the daemon's graceful stop (the one stdio connection ending does).
+        stderr_reader: reads the stderr of the children started for connections, if given (else
+            each child's stderr is read by a task of its own).
     """
 
     config: ServeConfig
@@ -76,6 +79,7 @@ class Connections:
     tap: Tap | None
     request_metrics: RequestMetrics | None
     stop: Callable[[], None]
+    stderr_reader: StderrReader | None = None
 
     async def handle(self, incoming: Incoming) -> None:
         """Serve one connection: its handshake, then the child.
@@ -183,7 +187,7 @@ class Connections:
         pool = self.pool()
         lease = pool.take() if pool is not None else None
         if lease is None:
-            async with open_child(self.config.child, self.config.limits) as child:
+            async with open_child(self.config.child, self.config.limits, self.stderr_reader) as child:
                 yield child, ""
             return
         try:

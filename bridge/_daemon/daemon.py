@@ -8,6 +8,7 @@ Task tree (one visible tree, trio style)::
     ├── accepting: serve_listeners over every listener        (cancelled when stopping)
     └── connections: one Connections.handle task per accepted channel (and an HTTP listener's)
         └── open_child → Relay.run                             (its own nursery of pumps)
+    (the connections' children's stderr: one StderrReader.run task beside them)
 
 A graceful stop (:meth:`Daemon.stop`, which the CLI calls on SIGTERM/SIGINT) closes the listeners,
 lets each connection finish its in-flight requests within ``drain_timeout`` (new requests are refused
@@ -33,6 +34,7 @@ import trio
 from channels import ListenError, MessageListener, serve_listeners
 
 from .._child.pool import ChildPool
+from .._child.stderr import StderrReader
 from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
 from .._relay.tap import Tap
@@ -239,6 +241,19 @@ class Daemon:
         logger.info("stopped")
 
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
+        # One task reads the stderr of every connection's own child; it outlives them all.
+        async with trio.open_nursery() as reading:
+            stderr_reader = StderrReader()
+            reading.start_soon(stderr_reader.run)
+            await self._serve_connections(listeners, stderr_reader, task_status)
+            reading.cancel_scope.cancel()
+
+    async def _serve_connections(
+        self,
+        listeners: list[MessageListener],
+        stderr_reader: StderrReader,
+        task_status: trio.TaskStatus[list[str]],
+    ) -> None:
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
             children = self._children
@@ -256,6 +271,7 @@ class Daemon:
                 tap=self.tap,
                 request_metrics=self.request_metrics,
                 stop=self.stop,
+                stderr_reader=stderr_reader,
             )
             async with trio.open_nursery() as accepting:
                 await accepting.start(

@@ -36,3 +36,4 @@ class Ending:
 
 CLIENT_DONE = Ending("client closed the connection", "client-closed")
 CLIENT_GONE = Ending("client disconnected", "client-disconnected", answers_unread=False)
+STOPPED_AT_ONCE = Ending("the bridge was stopped at once", "shutting-down", answers_unread=False)

@@ -146,12 +146,13 @@ class Ledger:
         from the child is being written is left to it. One that timed out stays owed its answer
         until that is written, so that a connection ending meanwhile answers it instead. Each is
         also cancelled at the child (``notifications/cancelled``, as the stdio binding asks)
-        through ``send_to_child``, by a task of its own: a child that reads nothing holds up
-        neither this answer nor the next timeout. The child's late reply, if any, is dropped.
+        through ``send_to_child``, by a task of its own (started with the first timeout): a child
+        that reads nothing holds up neither this answer nor the next timeout. The child's late
+        reply, if any, is dropped.
         """
         timeout = self.request_timeout
+        cancelling = False  # the task that writes cancellations starts with the first timeout
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._send_cancellations, send_to_child)
             while True:
                 while not self._deadlines:
                     self._deadline_added = trio.Event()
@@ -172,6 +173,9 @@ class Ledger:
                     }
                 )
                 self._cancellation_added.set()
+                if not cancelling:
+                    cancelling = True
+                    nursery.start_soon(self._send_cancellations, send_to_child)
                 if await reply(
                     error_response(
                         request_id, REQUEST_TIMEOUT, "Request timed out", "request-timeout", timeout=timeout

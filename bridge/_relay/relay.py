@@ -10,11 +10,11 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 * every queue is bounded and a slow side gets backpressure, never buffering (4).
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
-``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stopping``,
-``_watch_stop_now``, with an idle timeout ``IdleWatch.run`` (:mod:`.idle`) and, with a request
-timeout, ``Ledger.expire_requests`` (:mod:`.ledger`, the
-book of requests both directions keep). The first condition that ends the connection is recorded
-as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
+``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``
+(which starts ``_watch_stop_now`` once a graceful stop begins), with an idle timeout
+``IdleWatch.run`` (:mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
+(:mod:`.ledger`, the book of requests both directions keep). The first condition that ends the
+connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
 ``send_timeout``), the tasks are then cancelled, the requests still in flight are answered with the
 Ending's error, and ``run`` returns. Closing the client and stopping the child are
 left to their owners. This module wires the pieces: each gets what it uses, not the relay.
@@ -37,7 +37,7 @@ from channels import MessageChannel
 
 from .._child.process import ChildProcess
 from .._limits import Limits
-from .ending import Ending
+from .ending import STOPPED_AT_ONCE, Ending
 from .idle import IdleWatch
 from .ledger import Ledger
 from .scopes import ToolScopes
@@ -63,7 +63,8 @@ class Relay:
         limits: bounds and timeouts.
         stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
             flight get ``limits.drain_timeout`` to finish.
-        stop_now: set by the daemon to end at once: requests in flight are answered with an error.
+        stop_now: set by the daemon to end at once, with or after ``stopping`` (never alone):
+            requests in flight are answered with an error.
         tool_scopes: the scopes each tool needs, checked against ``client.peer.scopes``
             (:mod:`.scopes`): refused calls never reach the child, ``tools/list`` is filtered.
 
@@ -154,8 +155,7 @@ class Relay:
             tasks.start_soon(self._to_child.run)
             tasks.start_soon(self._to_client.run)
             tasks.start_soon(self._to_client.watch_child)
-            tasks.start_soon(self._watch_stopping)
-            tasks.start_soon(self._watch_stop_now)
+            tasks.start_soon(self._watch_stop, tasks)
             if self._idle is not None:
                 tasks.start_soon(self._idle.run, self._ledger.wait_idle, self._end)
             if self.limits.request_timeout is not None:
@@ -205,8 +205,17 @@ class Relay:
 
     # -- stopping ------------------------------------------------------------------------------
 
-    async def _watch_stopping(self) -> None:
+    async def _watch_stop(self, tasks: trio.Nursery) -> None:
+        """End the connection when the daemon stops: after the drain, or at once.
+
+        One task per connection until the stop begins: ``stop_now`` is set only with or after
+        ``stopping`` (``Daemon.stop_now`` implies ``Daemon.stop``), so it is watched from then on.
+        """
         await self.stopping.wait()
+        if self.stop_now.is_set():
+            self._end(STOPPED_AT_ONCE)
+            return
+        tasks.start_soon(self._watch_stop_now)
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
@@ -217,4 +226,4 @@ class Relay:
 
     async def _watch_stop_now(self) -> None:
         await self.stop_now.wait()
-        self._end(Ending("the bridge was stopped at once", "shutting-down", answers_unread=False))
+        self._end(STOPPED_AT_ONCE)

@@ -96,16 +96,18 @@ async def receive_some(
         try:
             data = os.read(fd, RECEIVE_SIZE)
         except BlockingIOError:
-            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
-            waited = True
+            data = None  # waited for outside the handler, which would keep the exception alive
         except OSError as exc:
             if exc.errno == errno.EBADF:
                 raise trio.ClosedResourceError("stream was closed") from None
             raise trio.BrokenResourceError(f"read failed: {exc}") from exc
-        else:
-            if not waited:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return data
+        if data is None:
+            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
+            waited = True
+            continue
+        if not waited:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
 
 
 def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> int:

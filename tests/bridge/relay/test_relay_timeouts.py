@@ -125,6 +125,41 @@ async def test_the_drain_deadline_answers_requests_still_in_flight(autojump_cloc
         assert reply["error"]["data"]["reason"] == "shutting-down"
 
 
+async def test_a_stop_at_once_during_the_drain_answers_requests_in_flight_without_waiting_for_it(
+    autojump_clock,
+):
+    relay, client, child = make_relay(Limits(drain_timeout=10))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(5))
+            await child.server.receive()
+            relay.stopping.set()
+            await trio.sleep(3)
+            relay.stop_now.set()
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started < 1
+        assert reply["error"]["data"]["reason"] == "shutting-down"
+        assert relay.ending is not None and not relay.ending.answers_unread
+
+
+async def test_a_stop_at_once_set_with_the_graceful_stop_answers_requests_in_flight_at_once(autojump_clock):
+    relay, client, child = make_relay(Limits(drain_timeout=10))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(5))
+            await child.server.receive()
+            relay.stopping.set()
+            relay.stop_now.set()
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started < 1
+        assert reply["error"]["data"]["reason"] == "shutting-down"
+        assert relay.ending is not None and not relay.ending.answers_unread
+
+
 async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(autojump_clock):
     relay, _client, child = make_relay(Limits(send_timeout=30), lockstep_client=True)
     with trio.fail_after(VIRTUAL_DEADLINE):
@@ -337,4 +372,5 @@ async def test_without_an_idle_timeout_a_silent_connection_stays_open(autojump_c
             nursery.start_soon(run_then_close, relay)
             await trio.sleep(VIRTUAL_DEADLINE / 2)
             assert relay.ending is None
+            relay.stopping.set()  # the daemon sets stopping with stop_now (Daemon.stop_now)
             relay.stop_now.set()
