@@ -10,8 +10,8 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 * every queue is bounded and a slow side gets backpressure, never buffering (4).
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
-``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``
-(which starts ``_watch_stop_now`` once a graceful stop begins), with an idle timeout
+``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``,
+``_watch_stop_now``, with an idle timeout
 ``IdleWatch.run`` (:mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
 (:mod:`.ledger`, the book of requests both directions keep). The first condition that ends the
 connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
@@ -63,8 +63,7 @@ class Relay:
         limits: bounds and timeouts.
         stopping: set by the daemon when a graceful stop begins: new requests are refused, those in
             flight get ``limits.drain_timeout`` to finish.
-        stop_now: set by the daemon to end at once, with or after ``stopping`` (never alone):
-            requests in flight are answered with an error.
+        stop_now: set by the daemon to end at once: requests in flight are answered with an error.
         tool_scopes: the scopes each tool needs, checked against ``client.peer.scopes``
             (:mod:`.scopes`): refused calls never reach the child, ``tools/list`` is filtered.
 
@@ -155,7 +154,8 @@ class Relay:
             tasks.start_soon(self._to_child.run)
             tasks.start_soon(self._to_client.run)
             tasks.start_soon(self._to_client.watch_child)
-            tasks.start_soon(self._watch_stop, tasks)
+            tasks.start_soon(self._watch_stop)
+            tasks.start_soon(self._watch_stop_now)
             if self._idle is not None:
                 tasks.start_soon(self._idle.run, self._ledger.wait_idle, self._end)
             if self.limits.request_timeout is not None:
@@ -205,17 +205,13 @@ class Relay:
 
     # -- stopping ------------------------------------------------------------------------------
 
-    async def _watch_stop(self, tasks: trio.Nursery) -> None:
-        """End the connection when the daemon stops: after the drain, or at once.
+    async def _watch_stop(self) -> None:
+        """End the connection when a graceful stop begins, after the drain.
 
-        One task per connection until the stop begins: ``stop_now`` is set only with or after
-        ``stopping`` (``Daemon.stop_now`` implies ``Daemon.stop``), so it is watched from then on.
+        A stop at once is :meth:`_watch_stop_now`'s, watched from the start: a program embedding
+        the relay may set ``stop_now`` alone.
         """
         await self.stopping.wait()
-        if self.stop_now.is_set():
-            self._end(STOPPED_AT_ONCE)
-            return
-        tasks.start_soon(self._watch_stop_now)
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))

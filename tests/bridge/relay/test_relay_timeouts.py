@@ -372,5 +372,4 @@ async def test_without_an_idle_timeout_a_silent_connection_stays_open(autojump_c
             nursery.start_soon(run_then_close, relay)
             await trio.sleep(VIRTUAL_DEADLINE / 2)
             assert relay.ending is None
-            relay.stopping.set()  # the daemon sets stopping with stop_now (Daemon.stop_now)
             relay.stop_now.set()
