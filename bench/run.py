@@ -58,6 +58,12 @@ Scenarios, each on fresh sessions that start with ``initialize`` + ``notificatio
 
 Before the rows, ``startup.py`` times ``mcp-bridge --version`` against ``python -c pass``.
 
+With ``--baseline CHECKOUT`` (another commit's working tree), every ``bridge-*`` row is followed by
+``ROW@baseline``: the same row, client and example server, with the bridge run from that checkout,
+so that before and after are measured in one run; the start-up figures gain its ``python -m
+bridge --version``. Both checkouts are byte-compiled first (stale ``.pyc`` files cost start-up
+time and memory where ``PYTHONDONTWRITEBYTECODE`` is set).
+
 Every reply is checked (id and echoed text); the first bad one fails the scenario, which is then
 reported as ``error: ...`` in place of a number. A relay that does not start, hangs (no byte moves
 for 10 s) or dies fails its own cells only; the other rows still run. Exit status is 1 if any cell
@@ -67,6 +73,7 @@ failed, else 0.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -80,7 +87,7 @@ import report
 import scenarios
 import startup
 from scenarios import Counts
-from targets import SOCAT, TARGET_NAMES, make_target
+from targets import BASELINE_SUFFIX, REPO, SOCAT, TARGET_NAMES, make_target
 
 MiB = 1 << 20
 FULL = Counts(
@@ -132,10 +139,12 @@ def describe(error: BaseException) -> str:
     return text if isinstance(error, scenarios.BenchError) else f"{type(error).__name__}: {text}"
 
 
-def run_row(name: str, counts: Counts, cores: int, only: list[str] | None = None) -> dict:
+def run_row(
+    name: str, counts: Counts, cores: int, only: list[str] | None = None, baseline: Path | None = None
+) -> dict:
     """Start one target, run every scenario on it (or those in ``only``; each failing on its own),
     stop it."""
-    target = make_target(name)
+    target = make_target(name, baseline)
     row = {"name": name, "command": target.command, "results": {}, "notes": []}
     steps = [step for step in scenario_list(counts, cores) if only is None or step[0] in only]
     print(f"[{name}] starting", file=sys.stderr, flush=True)
@@ -182,6 +191,10 @@ def machine_info() -> dict:
     }
 
 
+def _with_baseline(name: str) -> list[str]:
+    return [name, name + BASELINE_SUFFIX] if name.startswith("bridge-") else [name]
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about a tenth of the work, for a smoke run")
@@ -196,7 +209,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated subset of: {', '.join(SCENARIO_NAMES)} (default: all); a quick look "
         "while working, never a published figure (the report's other columns stay empty)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of mcp-bridge (e.g. `git worktree add --detach /tmp/base COMMIT`): every "
+        "bridge row is followed by ROW@baseline, the same row served by that checkout's code",
+    )
     options = parser.parse_args(argv)
+    if options.baseline is not None:
+        options.baseline = options.baseline.resolve()
+        if not (options.baseline / "bridge" / "__main__.py").is_file():
+            parser.error(
+                f"--baseline {options.baseline}: not a checkout of mcp-bridge (no bridge/__main__.py)"
+            )
     options.rows = [name.strip() for name in options.rows.split(",") if name.strip()]
     unknown = sorted(set(options.rows) - set(TARGET_NAMES))
     if unknown:
@@ -215,10 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     cores = machine["cpus"] or 1
     # the start-up figures first, on a machine no row has warmed or loaded yet; not with --scenarios
+    checkouts = [REPO] if options.baseline is None else [REPO, options.baseline]
+    for checkout in checkouts:  # fresh bytecode: stale .pyc files cost every start time and memory
+        for package in ("bridge", "channels"):
+            compileall.compile_dir(checkout / package, quiet=1)
     started = None
     if options.scenarios is None:
-        started = startup.measure(QUICK_STARTUP_RUNS if options.quick else startup.RUNS)
-    rows = [run_row(name, counts, cores, options.scenarios) for name in options.rows]
+        runs = QUICK_STARTUP_RUNS if options.quick else startup.RUNS
+        started = startup.measure(runs, options.baseline)
+    names = options.rows
+    if options.baseline is not None:  # each bridge row, then the same row served by the baseline
+        names = [variant for name in names for variant in _with_baseline(name)]
+    rows = [run_row(name, counts, cores, options.scenarios, options.baseline) for name in names]
     header = (
         f"mcp-bridge benchmark ({'quick' if options.quick else 'full'} run): python {machine['python']}, "
         f"{cores} CPUs, {machine['socat']}, load at start {machine['loadavg_at_start'][0]:.2f}"

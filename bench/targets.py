@@ -188,6 +188,7 @@ class RelayTarget:
             collections.Counter() if transport == "http" else None
         )
         self.command = self._command()
+        self.cwd = REPO  # a baseline row runs the bridge in another checkout (make_target)
         self.address: str | tuple[str, int] | None = None
         self.proc: subprocess.Popen | None = None
         self._log: StderrLog | None = None
@@ -230,7 +231,7 @@ class RelayTarget:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            self.command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            self.command, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         self._log = StderrLog(self.proc.stderr, self._ready_pattern())
@@ -545,7 +546,17 @@ def _kill(pid: int) -> None:
         pass
 
 
-def make_target(name: str) -> DirectTarget | RelayTarget:
+BASELINE_SUFFIX = "@baseline"  # a bridge row served by another checkout's code (run.py --baseline)
+
+
+def make_target(name: str, baseline: Path | None = None) -> DirectTarget | RelayTarget:
+    if name.endswith(BASELINE_SUFFIX):
+        if baseline is None:
+            raise ValueError(f"{name}: a baseline row needs the baseline checkout")
+        target = make_target(name.removesuffix(BASELINE_SUFFIX))
+        assert isinstance(target, RelayTarget) and target.kind == "bridge", name
+        target.name, target.cwd = name, baseline  # `python -m bridge` imports from its cwd first
+        return target
     if name == "direct":
         return DirectTarget()
     # Each bridge row names its child mode: one child per session, as socat's fork+EXEC, except
