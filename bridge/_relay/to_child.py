@@ -23,7 +23,6 @@ from channels import (
     MessageTooLarge,
     ProtocolError,
     is_request_id,
-    receive_batch,
 )
 
 from .._errors import CONNECTION_CLOSED, bad_input_reply, error_response, too_many_requests
@@ -53,7 +52,9 @@ class ToChild:
         ended: set once the connection has an ending.
         end: records why the connection ended (the first call wins).
         reply: sends the client one reply written by the bridge.
-        send_to_child: writes to the child; False if its stdin is closed.
+        send_to_child: writes messages to the child, with the lines they arrived as where those
+            may be forwarded (:meth:`ChildWriter.send <.writers.ChildWriter.send>`); False if its
+            stdin is closed.
         touch: notes traffic from the client (for the idle timeout).
         tool_scopes: the scopes each tool needs (none by default).
 
@@ -73,7 +74,7 @@ class ToChild:
     _ended: trio.Event
     _end: Callable[[Ending], None]
     _reply: Callable[[JSONObject], Awaitable[bool]]
-    _send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]
+    _send_to_child: Callable[[list[JSONObject], list[bytes | None]], Awaitable[bool]]
     _touch: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
     _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, kw_only=True)
     unread: deque[JSONObject | ProtocolError] = attrs.field(init=False, factory=deque)
@@ -83,7 +84,7 @@ class ToChild:
         consecutive_errors = 0
         while True:
             try:
-                items = await receive_batch(self.client, BATCH)
+                items, lines = await self.client.receive_batch_lines(BATCH)
             except trio.EndOfChannel:
                 await self._half_closed()
                 return
@@ -91,12 +92,17 @@ class ToChild:
                 self._end(CLIENT_GONE)
                 return
             self._touch()
+            # The client's messages go to the child unchanged, as the lines they arrived in where
+            # those are canonical (docs/design.md §5.2): ``forward_lines[i]`` is ``forward[i]``'s.
             forward: list[JSONObject] = []
-            unread = self.unread
+            forward_lines: list[bytes | None] = []
+            unread = self.unread  # empty here: each batch is handled whole, or the pump returns
             unread.extend(items)
             # An item leaves ``unread`` only once handled: a task cancelled while answering it
             # (the connection ended) leaves it to be answered by the relay.
+            index = -1
             while unread:
+                index += 1
                 item = unread[0]
                 if isinstance(item, ProtocolError):
                     consecutive_errors += 1
@@ -109,10 +115,11 @@ class ToChild:
                 verdict = self._admit(item)
                 if verdict is True:
                     forward.append(item)
+                    forward_lines.append(lines[index])
                 elif verdict is not False:
                     await self._reply(verdict)
                 unread.popleft()
-            if forward and not await self._send_to_child(forward):
+            if forward and not await self._send_to_child(forward, forward_lines):
                 await self._child_input_closed()
                 return
 

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from channels import JSONObject, MessageChannel, MessageTooLarge, ProtocolError, receive_batch
+from channels import JSONObject, MessageChannel, MessageTooLarge, ProtocolError
 
 from .._child.process import ChildProcess, describe_exit
 from .._errors import REPLY_TOO_LARGE, error_response
@@ -41,7 +41,9 @@ class ToClient:
         remember_child_request: notes a request of the child, which the client may answer.
         check_idle: wakes those waiting for no request in flight, if none is.
         end: records why the connection ended (the first call wins).
-        send_to_client: writes to the client; False if it is gone or was given up on.
+        send_to_client: writes messages to the client, with the lines they arrived as where those
+            may be forwarded (:meth:`ClientWriter.send <.writers.ClientWriter.send>`); False if it
+            is gone or was given up on.
         tool_scopes: the scopes each tool needs (none by default).
         lists_tools: whether a reply answers a ``tools/list`` to filter (:meth:`Ledger.lists_tools`).
     """
@@ -53,7 +55,7 @@ class ToClient:
     _remember_child_request: Callable[[Any], None]
     _check_idle: Callable[[], None]
     _end: Callable[[Ending], None]
-    _send_to_client: Callable[[list[JSONObject]], Awaitable[bool]]
+    _send_to_client: Callable[[list[JSONObject], list[bytes | None]], Awaitable[bool]]
     _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, kw_only=True)
     _lists_tools: Callable[[Any], bool] = attrs.field(default=lambda request_id: False, kw_only=True)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -69,32 +71,40 @@ class ToClient:
         channel = self.child.channel
         while True:
             try:
-                items = await receive_batch(channel, BATCH)
+                items, lines = await channel.receive_batch_lines(BATCH)
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 self._child_eof.set()
                 return
+            # The child's messages go to the client as the lines they arrived in where those are
+            # canonical and the message is not changed here (docs/design.md §5.2); a changed or
+            # bridge-written message goes with None and is encoded afresh.
             out: list[JSONObject] = []
+            out_lines: list[bytes | None] = []
             # Insertion-ordered, and a set's membership test: a batch holds up to BATCH replies.
             answered: dict[Any, None] = {}
             in_flight = self._in_flight
             filters_tools = bool(self._tool_scopes)
-            for item in items:
+            for item, line in zip(items, lines, strict=True):
                 if isinstance(item, ProtocolError):
-                    if not self._child_sent_bad_output(item, out, answered):
+                    if not self._child_sent_bad_output(item, out, out_lines, answered):
                         break
                     continue
                 if "method" in item:  # a request (remembered: the client may answer it) or a notification
                     if "id" in item:
                         self._remember_child_request(item["id"])
                     out.append(item)
+                    out_lines.append(line)
                     continue
                 request_id = item["id"]  # a response
                 if request_id is None:
                     out.append(item)  # an error the child could not attribute
+                    out_lines.append(line)
                 elif request_id in in_flight and request_id not in answered:
                     if filters_tools and self._lists_tools(request_id):
                         item = self._tool_scopes.filter_reply(item, self.client.peer.scopes)
+                        line = None  # the filtered reply is encoded afresh
                     out.append(item)
+                    out_lines.append(line)
                     answered[request_id] = None
                 elif request_id in answered or not in_flight.was_cancelled(request_id):
                     # A second reply to one request (both in this batch, or the first already
@@ -108,14 +118,18 @@ class ToClient:
             # requests in flight, to be answered by the bridge: never twice, never not at all.
             # Meanwhile they are being written, which keeps a request timeout from answering them.
             self._in_flight.writing(answered)
-            if not await self._send_to_client(out):
+            if not await self._send_to_client(out, out_lines):
                 return
             for request_id in answered:
                 self._in_flight.close(request_id)
             self._check_idle()
 
     def _child_sent_bad_output(
-        self, error: ProtocolError, out: list[JSONObject], answered: dict[Any, None]
+        self,
+        error: ProtocolError,
+        out: list[JSONObject],
+        out_lines: list[bytes | None],
+        answered: dict[Any, None],
     ) -> bool:
         """Deal with one bad line from the child; False if the connection must end because of it."""
         if not isinstance(error, MessageTooLarge):
@@ -134,6 +148,7 @@ class ToClient:
             out.append(
                 error_response(request_id, REPLY_TOO_LARGE, "Reply too large", "reply-too-large", limit=limit)
             )
+            out_lines.append(None)
             answered[request_id] = None
             return True
         # A message that cannot be attributed may have been any request's reply; the only way to

@@ -55,8 +55,11 @@ class ClientWriter:
         """Send one reply written by the bridge itself."""
         return await self.send([message])
 
-    async def send(self, messages: list[JSONObject]) -> bool:
+    async def send(self, messages: list[JSONObject], lines: list[bytes | None] | None = None) -> bool:
         """Write to the client; False if the client is gone or was given up on.
+
+        ``lines``, if given, are the lines the messages arrived as, for those forwarded unchanged
+        (:meth:`~channels.MessageChannel.send_lines`).
 
         Waits while the client does not read (backpressure), at most ``send_timeout`` per write
         (the client channel's own timeout, armed only when a write has to wait), and while another
@@ -78,7 +81,10 @@ class ClientWriter:
             self._writing = True
             completed = False
             try:
-                await self.client.send_many(messages)
+                if lines is None:
+                    await self.client.send_many(messages)
+                else:
+                    await self.client.send_lines(messages, lines)
                 completed = True
             finally:
                 # A write that failed or was cut half-way breaks the connection. Set only then, not
@@ -133,11 +139,17 @@ class ChildWriter:
     channel: MessageChannel
     _lock: HandoffLock = attrs.field(init=False, factory=HandoffLock)
 
-    async def send(self, messages: list[JSONObject]) -> bool:
-        """Write to the child (waiting while it does not read); False if its stdin is closed."""
+    async def send(self, messages: list[JSONObject], lines: list[bytes | None] | None = None) -> bool:
+        """Write to the child (waiting while it does not read); False if its stdin is closed.
+
+        ``lines`` as for :meth:`ClientWriter.send`.
+        """
         await self._lock.acquire()  # free: no trip through the scheduler
         try:
-            await self.channel.send_many(messages)
+            if lines is None:
+                await self.channel.send_many(messages)
+            else:
+                await self.channel.send_lines(messages, lines)
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False

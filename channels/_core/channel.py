@@ -199,6 +199,30 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
             except (trio.WouldBlock, trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 return  # what was taken is delivered; the next receive raises the end or the error
 
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        r"""As :func:`receive_batch`, and with each item the line it arrived as, if that may be forwarded.
+
+        The second list is as long as the first: for each message, its line (without the ``\n``)
+        when the line is byte for byte what :func:`~channels.encode` writes for it
+        (:func:`~channels._core.jsonrpc.decode_line`), else ``None`` (always for an error, and
+        always in this base implementation). Only :meth:`send_lines` of an unchanged message may
+        use it.
+        """
+        items = await receive_batch(self, max_count)
+        return items, [None] * len(items)
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        r"""As :meth:`send_many`, writing ``lines[i]`` and a ``\n`` for ``messages[i]`` if not ``None``.
+
+        Each line given must be the one :meth:`receive_batch_lines` returned with that very
+        message, which was not changed since: its canonical encoding, so what is written is the
+        same either way (docs/design.md §5.2). A message the caller built or changed goes with
+        ``None`` and is encoded here. The base implementation ignores ``lines``.
+        """
+        await self.send_many(messages)
+
     async def aclose_with(self, reason: CloseReason, detail: str = "") -> None:
         """Close, telling the peer why where the transport can (a WebSocket close frame).
 

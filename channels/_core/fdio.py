@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import trio
 
 # How much one read asks for. 64 KiB holds hundreds of small MCP messages, so a pipelined peer is
 # served by one system call per batch; it is also trio's DEFAULT_RECEIVE_SIZE for sockets.
 RECEIVE_SIZE = 65536
+
+_Arg = TypeVar("_Arg")
+_Read = TypeVar("_Read")
 
 # The most reads discard_unread makes (1 MiB: far more than a handshake, a goodbye or a close frame
 # in flight; a peer still sending after that is reset, and cannot hold the event loop).
@@ -66,9 +70,9 @@ def receive_fd_getter(stream: trio.abc.Stream) -> Callable[[], int] | None:
 
 
 async def receive_some(
-    stream: trio.abc.ReceiveStream, receive_fd: Callable[[], int] | None
+    stream: trio.abc.ReceiveStream, receive_fd: Callable[[], int] | None, size: int = RECEIVE_SIZE
 ) -> bytes | bytearray:
-    """``stream.receive_some(RECEIVE_SIZE)``, reading the fd ``receive_fd`` returns directly.
+    """``stream.receive_some(size)``, reading the fd ``receive_fd`` returns directly.
 
     trio's ``FdStream`` yields to the scheduler before every read, and ``SocketStream`` wraps each
     one in an async context manager; on a relay's path, where the reader has just been woken by the
@@ -87,14 +91,31 @@ async def receive_some(
         trio.BrokenResourceError: the read failed (a reset connection...).
     """
     if receive_fd is None:
-        return await stream.receive_some(RECEIVE_SIZE)
+        return await stream.receive_some(size)
+    return await _read_fd(receive_fd, os.read, size)
+
+
+async def receive_into(receive_fd: Callable[[], int], buffers: Sequence[memoryview | bytearray]) -> int:
+    """Read into ``buffers``, in turn, what the socket ``receive_fd`` returns holds; 0 at the end.
+
+    :func:`receive_some` for buffers the caller owns (``readv``), with the same waiting, yielding
+    and errors.
+    """
+    return await _read_fd(receive_fd, os.readv, buffers)
+
+
+async def _read_fd(receive_fd: Callable[[], int], read: Callable[[int, _Arg], _Read], arg: _Arg) -> _Read:
+    """``read(fd, arg)`` on the fd ``receive_fd`` returns, waiting only if the kernel has nothing.
+
+    The loop :func:`receive_some` and :func:`receive_into` share: see :func:`receive_some`.
+    """
     waited = False
     while True:
         fd = receive_fd()
         if fd < 0:
             raise trio.ClosedResourceError("stream was closed")
         try:
-            data = os.read(fd, RECEIVE_SIZE)
+            data = read(fd, arg)
         except BlockingIOError:
             data = None  # waited for outside the handler, which would keep the exception alive
         except OSError as exc:

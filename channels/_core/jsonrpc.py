@@ -37,6 +37,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, TypeAlias, TypeGuard
 
 import orjson
@@ -100,6 +101,23 @@ def decode(line: bytes | str) -> JSONObject:
             validate(message)
             return message
     return _decode_strict(line)
+
+
+def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
+    r""":func:`decode`, and ``line`` itself if it is byte for byte what :func:`encode` writes.
+
+    The second item is ``line`` when the canonical check of :func:`_parse_canonical` passed: then
+    ``encode(message) == line + b"\n"``, and a relay may write ``line`` instead of encoding the
+    message again, as long as it does not change the message (docs/design.md §5.2). Otherwise
+    (a line not written back the same, or one of :data:`CANONICAL_LINE_LIMIT` or more) it is
+    ``None``. Raises as :func:`decode`.
+    """
+    if len(line) < CANONICAL_LINE_LIMIT:
+        message = _parse_canonical(line)
+        if message is not None:
+            validate(message)
+            return message, line
+    return _decode_strict(line), None
 
 
 def _parse_canonical(line: bytes | str) -> JSONObject | None:
@@ -179,6 +197,40 @@ def encode(message: JSONObject, *, newline: bool = True) -> bytes:
         return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE if newline else None)
     except TypeError:  # orjson.JSONEncodeError: let the standard library decide, and say why
         return _ENCODER.encode(message).encode("utf-8") + (b"\n" if newline else b"")
+
+
+def encode_lines(messages: Sequence[JSONObject], lines: Sequence[bytes | None] | None = None) -> bytes:
+    r"""The bytes of a batch: each message checked by :func:`validate` and encoded, or its line.
+
+    ``lines[i]``, where given and not ``None``, is written (with a ``\n``) for ``messages[i]``
+    unchecked: it must be the line :func:`decode_line` returned with that message, unchanged since.
+
+    Raises:
+        ValueError: a message is not a JSON-RPC message, or holds a lone surrogate; ``lines`` is
+            not as long as ``messages``.
+        TypeError: a message holds a value that is not JSON data.
+    """
+    if lines is None:
+        for message in messages:
+            _check_to_send(message)
+        return b"".join([encode(message) for message in messages])
+    if len(lines) != len(messages):
+        raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
+    parts: list[bytes] = []
+    for message, line in zip(messages, lines, strict=True):
+        if line is None:
+            _check_to_send(message)
+            parts.append(encode(message))
+        else:
+            parts += (line, b"\n")
+    return b"".join(parts)
+
+
+def _check_to_send(message: JSONObject) -> None:
+    try:
+        validate(message)
+    except InvalidMessage as exc:
+        raise ValueError(f"not a JSON-RPC message: {exc}") from None
 
 
 def is_request_id(value: Any) -> TypeGuard[RequestId]:

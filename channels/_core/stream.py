@@ -15,7 +15,7 @@ from typing import final
 import trio
 
 from .channel import MessageChannel, PeerInfo
-from .errors import InvalidMessage, MessageTooLarge, ProtocolError, SendTimeout
+from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
     receive_fd_getter,
@@ -25,7 +25,7 @@ from .fdio import (
     write_now,
 )
 from .framing import LineFramer, Oversized
-from .jsonrpc import JSONObject, decode, encode, sniff_leading_id, validate
+from .jsonrpc import JSONObject, decode, decode_line, encode_lines, sniff_leading_id
 from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
@@ -164,31 +164,71 @@ class StreamChannel(MessageChannel):
             raise trio.BusyResourceError("another task is already receiving on this channel")
         self._receiving = True
         try:
-            if self._closed:
-                raise trio.ClosedResourceError("channel was closed")
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if self._pending or self._eof:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            while not self._pending:
-                if self._eof:
-                    raise trio.EndOfChannel
-                try:
-                    data = await receive_some(self._stream, self._receive_fd)
-                except trio.BrokenResourceError:
-                    if self._closed:  # closed by another task meanwhile (TLS's goodbye can break)
-                        raise trio.ClosedResourceError("channel was closed") from None
-                    raise
-                if self._closed:  # closed by another task while this one read
-                    raise trio.ClosedResourceError("channel was closed")
-                if data:
-                    self.bytes_received += len(data)
-                    self._pending.extend(self._framer.feed(data))
-                else:
-                    self._eof = True
-                    self.dropped_at_eof = self._framer.close()
+            await self._fill()
             return self._decode(self._pending.popleft())
         finally:
             self._receiving = False
+
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """As :meth:`MessageChannel.receive_batch_lines`: the lines decoded in one loop.
+
+        Cancel-safe as :func:`~channels.receive_batch`: only the wait for the first line can be
+        cancelled. Raises as :meth:`receive` (a bad line is an item, not an exception).
+        """
+        if self._receiving:
+            raise trio.BusyResourceError("another task is already receiving on this channel")
+        self._receiving = True
+        try:
+            await self._fill()
+        finally:
+            self._receiving = False
+        items: list[JSONObject | ProtocolError] = []
+        lines: list[bytes | None] = []
+        pending = self._pending
+        while pending and len(items) < max_count:
+            item = pending.popleft()
+            if isinstance(item, Oversized):
+                items.append(self._too_large(item))
+                lines.append(None)
+                continue
+            self.last_message_bytes = len(item)
+            try:
+                message, line = decode_line(item)
+            except ProtocolError as exc:
+                exc.excerpt = item[:LOG_EXCERPT_BYTES]
+                items.append(exc)
+                lines.append(None)
+                continue
+            items.append(message)
+            lines.append(line)
+        return items, lines
+
+    async def _fill(self) -> None:
+        """Wait until a line is buffered: the reading part of :meth:`receive`, under its guard."""
+        if self._closed:
+            raise trio.ClosedResourceError("channel was closed")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._pending or self._eof:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        while not self._pending:
+            if self._eof:
+                raise trio.EndOfChannel
+            try:
+                data = await receive_some(self._stream, self._receive_fd)
+            except trio.BrokenResourceError:
+                if self._closed:  # closed by another task meanwhile (TLS's goodbye can break)
+                    raise trio.ClosedResourceError("channel was closed") from None
+                raise
+            if self._closed:  # closed by another task while this one read
+                raise trio.ClosedResourceError("channel was closed")
+            if data:
+                self.bytes_received += len(data)
+                self._pending.extend(self._framer.feed(data))
+            else:
+                self._eof = True
+                self.dropped_at_eof = self._framer.close()
 
     def receive_nowait(self) -> JSONObject:
         """Return a message already buffered, without reading the stream or yielding.
@@ -222,15 +262,18 @@ class StreamChannel(MessageChannel):
             except ProtocolError as exc:
                 items.append(exc)
 
+    def _too_large(self, item: Oversized) -> MessageTooLarge:
+        limit = self._framer.max_line_bytes
+        return MessageTooLarge(
+            f"message larger than {limit} bytes",
+            limit=limit,
+            prefix=item.prefix,
+            request_id=sniff_leading_id(item.prefix),
+        )
+
     def _decode(self, item: bytes | Oversized) -> JSONObject:
         if isinstance(item, Oversized):
-            limit = self._framer.max_line_bytes
-            raise MessageTooLarge(
-                f"message larger than {limit} bytes",
-                limit=limit,
-                prefix=item.prefix,
-                request_id=sniff_leading_id(item.prefix),
-            )
+            raise self._too_large(item)
         self.last_message_bytes = len(item)
         try:
             return decode(item)
@@ -269,18 +312,23 @@ class StreamChannel(MessageChannel):
         """
         await self._send_batch(messages)
 
-    async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        """As :meth:`MessageChannel.send_lines`: a given line is written as is, unchecked and not encoded.
+
+        Raises:
+            As :meth:`send_many`.
+        """
+        await self._send_batch(messages, lines)
+
+    async def _send_batch(
+        self, messages: Sequence[JSONObject], lines: Sequence[bytes | None] | None = None
+    ) -> bool:
         """Write ``messages``; True if that went through ``send_all`` (which yields)."""
         if self._sending:
             raise trio.BusyResourceError("another task is already sending on this channel")
         self._sending = True
         try:
-            for message in messages:
-                try:
-                    validate(message)
-                except InvalidMessage as exc:
-                    raise ValueError(f"not a JSON-RPC message: {exc}") from None
-            data = b"".join([encode(message) for message in messages])
+            data = encode_lines(messages, lines)
             await trio.lowlevel.checkpoint_if_cancelled()
             if self._broken:
                 raise trio.BrokenResourceError("an earlier send timed out")

@@ -8,23 +8,20 @@ frames. What the library owes the peer after a read (a pong, the closing reply) 
 through the write side it inherits from :class:`~channels._ws.sender.FrameSender`.
 
 A frame larger than one read, on a plain socket, is read straight into a buffer of its own size
-(:func:`receive_into`), as much as the kernel holds per read, instead of in 64 KiB pieces gathered
-and copied together.
+(:func:`~channels._core.fdio.receive_into`), as much as the kernel holds per read, instead of in
+64 KiB pieces gathered and copied together.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 from collections import deque
-from collections.abc import Callable, Sequence
 
 import trio
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, State
 
 from .._core.channel import CloseReason
-from .._core.fdio import RECEIVE_SIZE, receive_fd_getter, receive_some
+from .._core.fdio import RECEIVE_SIZE, receive_fd_getter, receive_into, receive_some
 from .frames import frame_extent, take_text_frames
 from .sender import FrameSender
 
@@ -259,31 +256,3 @@ class FrameReceiver(FrameSender):
             code, reason = sent.code, sent.reason
             return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
         return trio.BrokenResourceError("connection lost without a close frame")
-
-
-async def receive_into(receive_fd: Callable[[], int], buffers: Sequence[memoryview | bytearray]) -> int:
-    """Read into ``buffers``, in turn, what the socket ``receive_fd`` returns holds; 0 at the end.
-
-    :func:`~channels._core.fdio.receive_some` for a buffer the caller owns: it reads first and waits
-    only if the kernel has nothing, yields once (shielded) if it did not wait, and raises the same
-    errors (``trio.ClosedResourceError`` for a closed stream, ``trio.BrokenResourceError`` for a
-    failed read).
-    """
-    waited = False
-    while True:
-        fd = receive_fd()
-        if fd < 0:
-            raise trio.ClosedResourceError("stream was closed")
-        try:
-            received = os.readv(fd, buffers)
-        except BlockingIOError:
-            await trio.lowlevel.wait_readable(fd)  # aclose() elsewhere wakes it: ClosedResourceError
-            waited = True
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("stream was closed") from None
-            raise trio.BrokenResourceError(f"read failed: {exc}") from exc
-        else:
-            if not waited:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return received

@@ -60,10 +60,17 @@ class WatchedChannel(StreamChannel):
         super().__init__(stream)
         self.big_reply_writing = trio.Event()
 
-    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+    def _watch(self, messages: Sequence[JSONObject]) -> None:
         if any(message.get("id") == 0 and "result" in message for message in messages):
             self.big_reply_writing.set()
+
+    async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        self._watch(messages)
         await super().send_many(messages)
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        self._watch(messages)
+        await super().send_lines(messages, lines)
 
 
 async def connected_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
