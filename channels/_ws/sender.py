@@ -11,9 +11,7 @@ header from where it lies (``writev``), never copied into one buffer with it.
 
 from __future__ import annotations
 
-import errno
 import math
-import os
 from collections.abc import Callable, Sequence
 
 import trio
@@ -21,7 +19,7 @@ from websockets.protocol import Protocol, Side, State
 
 from .._core.channel import MessageChannel
 from .._core.errors import InvalidMessage, SendTimeout
-from .._core.fdio import send_all_progressing, send_fd_getter, write_now
+from .._core.fdio import send_all_progressing, send_fd_getter, write_now, writev_now
 from .._core.jsonrpc import JSONObject, encode, validate
 from .._core.lock import HandoffLock
 from .frames import text_frame_header
@@ -30,8 +28,6 @@ from .frames import text_frame_header
 # (copying it into one buffer with its header cost a copy of the whole message). Below it, joining
 # is cheaper than the extra buffers: one read's worth (channels/_core/fdio.py RECEIVE_SIZE).
 LARGE_PAYLOAD_BYTES = 65536
-# The most buffers one writev takes (Linux's IOV_MAX, 1024); any further ones wait their turn.
-WRITEV_MAX_BUFFERS = 1024
 
 
 class FrameSender(MessageChannel):
@@ -196,18 +192,3 @@ class FrameSender(MessageChannel):
                 return True
             data = data[write_now(send_fd, data) :]
         return False
-
-
-def writev_now(send_fd: Callable[[], int] | None, parts: Sequence[bytes]) -> int:
-    """:func:`~channels._core.fdio.write_now` for several buffers in turn (one ``writev``)."""
-    fd = send_fd() if send_fd is not None else -1
-    if fd < 0:
-        return 0
-    try:
-        return os.writev(fd, parts[:WRITEV_MAX_BUFFERS])
-    except BlockingIOError:
-        return 0
-    except OSError as exc:
-        if exc.errno == errno.EBADF:
-            raise trio.ClosedResourceError("stream was closed") from None
-        raise trio.BrokenResourceError(f"write failed: {exc}") from exc
