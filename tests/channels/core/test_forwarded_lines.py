@@ -8,16 +8,14 @@ encodes (and checks) every message given without one (docs/design.md §5.2).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
 import pytest
 import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
-from test_jsonrpc_canonical import LINES, compact, messages
+from test_jsonrpc_canonical import LINES, WRITERS, messages, written
 
 from channels import ProtocolError, StreamChannel, decode, encode, receive_batch
 from channels._core.jsonrpc import decode_line, encode_lines
@@ -55,17 +53,11 @@ def test_a_line_given_back_by_decode_line_is_exactly_the_encoding_of_its_message
     assert forwarded_or_encoded(line) == encode(message)
 
 
-@given(messages, st.sampled_from(["compact", "orjson", "spaced"]))
+@given(messages, st.sampled_from(WRITERS))
 def test_what_goes_out_for_any_message_however_written_is_its_canonical_encoding(
     message: dict[str, Any], how: str
 ) -> None:
-    if how == "orjson":
-        try:
-            line = orjson.dumps(message)
-        except orjson.JSONEncodeError:  # an integer over 64 bits
-            line = compact(message)
-    else:
-        line = compact(message) if how == "compact" else json.dumps(message).encode()
+    line = written(message, how)
     try:
         decoded = decode(line)
     except ProtocolError:

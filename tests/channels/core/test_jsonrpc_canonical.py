@@ -32,6 +32,19 @@ def compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
+WRITERS = ["compact", "orjson", "spaced"]
+
+
+def written(message: dict[str, Any], how: str) -> bytes:
+    """``message`` as a writer of that kind writes it: compact, orjson, or json.dumps's spaces."""
+    if how == "orjson":
+        try:
+            return orjson.dumps(message)
+        except orjson.JSONEncodeError:  # an integer over 64 bits
+            return compact(message)
+    return compact(message) if how == "compact" else json.dumps(message).encode()
+
+
 def nested(depth: int) -> bytes:
     return b'{"jsonrpc":"2.0","id":1,"result":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
 
@@ -119,17 +132,11 @@ messages = st.fixed_dictionaries(
 )
 
 
-@given(messages, st.sampled_from(["compact", "orjson", "spaced"]))
+@given(messages, st.sampled_from(WRITERS))
 def test_decode_gives_what_the_strict_parser_gives_for_any_message_however_written(
     message: dict[str, Any], how: str
 ) -> None:
-    if how == "orjson":
-        try:
-            line = orjson.dumps(message)
-        except orjson.JSONEncodeError:  # an integer over 64 bits
-            line = compact(message)
-    else:
-        line = compact(message) if how == "compact" else json.dumps(message).encode()
+    line = written(message, how)
     assert outcome(decode, line) == outcome(_decode_strict, line)
 
 
