@@ -17,7 +17,7 @@ from typing import final
 
 import attrs
 
-from channels import JSONObject, MessageChannel
+from channels import JSONObject, MessageChannel, ProtocolError
 
 from .wrapped import WrappedChannel
 
@@ -139,3 +139,21 @@ class MeteredChannel(WrappedChannel):
         """Send several, stopping the clock for the requests they answer."""
         self._sending(messages)
         await self._channel.send_many(messages)
+
+    # The relay's own calls: the wrapped channel's lines pass through, since nothing here changes
+    # a message (without these, the base class's fallbacks would encode every message again).
+
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """The wrapped channel's batch and lines, starting the clock for each request."""
+        items, lines = await self._channel.receive_batch_lines(max_count)
+        for item in items:
+            if not isinstance(item, ProtocolError):
+                self._received(item)
+        return items, lines
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        """Send several with their lines, stopping the clock for the requests they answer."""
+        self._sending(messages)
+        await self._channel.send_lines(messages, lines)

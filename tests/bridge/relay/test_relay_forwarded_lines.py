@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from bridge import ChildSpec, Limits, Relay, ToolScopes, open_child
+from bridge._relay.requests import RequestMetrics
 from channels import PeerInfo, Principal, StreamChannel, decode, encode
 
 from conftest import example_server
@@ -105,3 +106,21 @@ async def test_a_tools_list_reply_filtered_by_scopes_goes_out_encoded_afresh() -
             assert reply == encode(decode(reply.rstrip(b"\n")))
             assert b'"echo"' in reply
             assert b"spawn_grandchild" not in reply
+
+
+async def test_a_metered_connection_forwards_canonical_lines_and_still_times_each_request() -> None:
+    request = encode({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo"}})
+    reply = {"jsonrpc": "2.0", "id": 3, "result": {}}
+    left, right = trio.testing.memory_stream_pair()
+    metrics = RequestMetrics()
+    metered = metrics.channel(StreamChannel(right, peer=PeerInfo("memory")))
+    with trio.fail_after(TIMEOUT):
+        await left.send_all(request)
+        items, lines = await metered.receive_batch_lines(64)
+        assert items == [decode(request.rstrip(b"\n"))]
+        assert lines == [request.rstrip(b"\n")]  # the wrapped channel's line, not the fallback's None
+        assert sum(metrics.requests.values()) == 1
+        await metered.send_lines([reply], [None])
+        assert await read_line(left, bytearray()) == encode(reply)
+        assert sum(sum(counts) for counts in metrics.bucket_counts.values()) == 1
+        await metered.aclose()
