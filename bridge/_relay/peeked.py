@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import final
 
 import trio
@@ -44,6 +44,18 @@ class PeekedChannel(WrappedChannel):
         if self._items:
             return self._next_item()
         return self._channel.receive_nowait()
+
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """The read-ahead items first (without lines), then the wrapped channel's batches and lines."""
+        if self._items:
+            return await super().receive_batch_lines(max_count)
+        return await self._channel.receive_batch_lines(max_count)
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        """Send on the wrapped channel, with the lines."""
+        await self._channel.send_lines(messages, lines)
 
     async def aclose(self) -> None:
         """Forget the read-ahead items and close the wrapped channel."""

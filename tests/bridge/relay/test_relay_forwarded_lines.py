@@ -16,8 +16,9 @@ import trio
 import trio.testing
 
 from bridge import ChildSpec, Limits, Relay, ToolScopes, open_child
+from bridge._relay.peeked import PeekedChannel
 from bridge._relay.requests import RequestMetrics
-from channels import PeerInfo, Principal, StreamChannel, decode, encode
+from channels import PeerInfo, Principal, StreamChannel, decode, encode, receive_batch
 
 from conftest import example_server
 
@@ -124,3 +125,20 @@ async def test_a_metered_connection_forwards_canonical_lines_and_still_times_eac
         assert await read_line(left, bytearray()) == encode(reply)
         assert sum(sum(counts) for counts in metrics.bucket_counts.values()) == 1
         await metered.aclose()
+
+
+async def test_a_peeked_connection_hands_out_its_read_ahead_first_then_the_lines_of_the_rest() -> None:
+    first = encode({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    second = encode({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    left, right = trio.testing.memory_stream_pair()
+    inner = StreamChannel(right, peer=PeerInfo("memory"))
+    with trio.fail_after(TIMEOUT):
+        await left.send_all(first)
+        peeked = PeekedChannel(inner, await receive_batch(inner, 64))
+        await left.send_all(second)
+        assert await peeked.receive_batch_lines(64) == ([decode(first.rstrip(b"\n"))], [None])
+        assert await peeked.receive_batch_lines(64) == (
+            [decode(second.rstrip(b"\n"))],
+            [second.rstrip(b"\n")],
+        )
+        await peeked.aclose()
