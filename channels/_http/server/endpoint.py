@@ -53,6 +53,9 @@ REAP_INTERVAL = 10.0
 # transports text, "SSE polling").
 RESUMING_VERSIONS = frozenset({"2025-11-25"})
 RETRY_MS = 1000
+# Response styles a session keeps, one per (JSON allowed, version, CORS headers): a client sends
+# from one Origin, so it uses two (its POSTs' and its GET stream's), three across initialize.
+SESSION_STYLES = 8
 # Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
 # with the 404 and -32601 the transport specifies for a method the server does not implement.
 REMOVED_METHODS = frozenset(
@@ -228,16 +231,22 @@ class McpEndpoint:
     async def _write(
         self, call: HttpCall, stream: ResponseStream, session: SessionChannel, *, json_allowed: bool = True
     ) -> None:
-        resuming = session.protocol_version in RESUMING_VERSIONS
-        style = StreamStyle(
-            extra_headers=[(b"mcp-session-id", session.session_id.encode()), *call.cors],
-            json_allowed=json_allowed,
-            json_wait=self.http.sse_after,
-            priming=resuming,
-            retry_ms=RETRY_MS if resuming else None,
-            keepalive=self.http.sse_keepalive,
-            ticker=self.ticker,
-        )
+        key = (json_allowed, session.protocol_version, call.cors)
+        style = session.styles.get(key)
+        if style is None:  # once per session and kind of response: a client sends the same each time
+            resuming = session.protocol_version in RESUMING_VERSIONS
+            style = StreamStyle(
+                extra_headers=((b"mcp-session-id", session.session_id.encode()), *call.cors),
+                json_allowed=json_allowed,
+                json_wait=self.http.sse_after,
+                priming=resuming,
+                retry_ms=RETRY_MS if resuming else None,
+                keepalive=self.http.sse_keepalive,
+                ticker=self.ticker,
+            )
+            if len(session.styles) >= SESSION_STYLES:
+                session.styles.clear()
+            session.styles[key] = style
         try:
             if not await write_response(call.connection, stream, style):
                 logger.info(
