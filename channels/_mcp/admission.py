@@ -135,6 +135,7 @@ __all__ = [
     "is_modern_version",
     "method_not_allowed",
     "modern_request_headers",
+    "names_modern_version",
     "parse_body",
     "status_for_error",
     "tool_headers_from_list",
@@ -270,7 +271,9 @@ def parse_body(body: bytes) -> JSONObject | list[JSONObject] | HttpRefusal:
 # -- The era ----------------------------------------------------------------------------------------
 
 
-def era_of(message: JSONObject | list[JSONObject], headers: Headers) -> Literal["modern", "legacy"]:
+def era_of(
+    message: JSONObject | list[JSONObject], headers: Headers, *, header_modern: bool | None = None
+) -> Literal["modern", "legacy"]:
     """Which era's rules apply to a POST: the body's claim first, then the header.
 
     This is TS ``inboundClassification.ts`` ``classifyInboundRequest``:
@@ -290,13 +293,22 @@ def era_of(message: JSONObject | list[JSONObject], headers: Headers) -> Literal[
       response has no ``params``, so its header alone decides.
 
     A batch is modern if any element claims, or the header is modern; it is then refused.
+
+    ``header_modern``: :func:`names_modern_version` of ``headers``, if the caller knows it already
+    (it remembers it per distinct header value); ``headers`` are then not read.
     """
-    header_modern = any(is_modern_version(value) for value in header_texts(headers, PROTOCOL_VERSION_HEADER))
+    if header_modern is None:
+        header_modern = names_modern_version(headers)
     if isinstance(message, list):
         return "modern" if header_modern or any(_claims(element) for element in message) else "legacy"
     if method_of(message) == "initialize" and not has_modern_claim(message):
         return "modern" if header_modern else "legacy"
     return "modern" if header_modern or _claims(message) else "legacy"
+
+
+def names_modern_version(headers: Headers) -> bool:
+    """Whether an ``MCP-Protocol-Version`` header names a modern version (:func:`era_of`'s header part)."""
+    return any(is_modern_version(value) for value in header_texts(headers, PROTOCOL_VERSION_HEADER))
 
 
 def _claims(message: Any) -> bool:

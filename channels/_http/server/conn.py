@@ -152,9 +152,8 @@ class HttpConnection:
         """
         parsing = self.parsing
         self.phase = "head" if first else "idle"
-        self.read_deadline = trio.current_time() + (
-            self.limits.head_timeout if first else self.limits.idle_timeout
-        )
+        now = trio.current_time()  # read again only after a wait (most requests come in one read)
+        self.read_deadline = now + (self.limits.head_timeout if first else self.limits.idle_timeout)
         if self._unparsed:
             data, self._unparsed = bytes(self._unparsed), bytearray()
             parsing.feed(data)
@@ -164,7 +163,6 @@ class HttpConnection:
                 raise parsing.deferred
             if parsing.upgraded:
                 return None
-            now = trio.current_time()
             if parsing.started and self.phase == "idle":
                 self.phase, self.read_deadline = "head", now + self.limits.head_timeout
             if parsing.discarding:
@@ -183,6 +181,8 @@ class HttpConnection:
                     raise BadRequest(400, "the connection closed in the middle of a request")
                 return None
             parsing.feed(data)
+            if not parsing.done:
+                now = trio.current_time()
         request, keep_alive = parsing.done.popleft()
         self.phase = "answering"
         self._keep_alive = keep_alive

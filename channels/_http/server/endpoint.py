@@ -28,10 +28,8 @@ from ..._mcp.admission import (
     LEGACY_VERSIONS,
     METHOD_NOT_FOUND,
     HttpRefusal,
-    check_legacy_version,
     check_modern_request,
     check_param_headers,
-    check_post_headers,
     era_of,
     parse_body,
     status_for_error,
@@ -42,6 +40,7 @@ from .exchange import ExchangeChannel
 from .response import StreamStyle, write_response
 from .session import BUSY_RETRY_AFTER, SessionChannel, id_key, least_recently_used_idle, new_session_id
 from .stream import ResponseStream, parse_event_id
+from .verdicts import PostHeaderVerdicts
 
 if TYPE_CHECKING:
     from .request import Request
@@ -54,8 +53,9 @@ REAP_INTERVAL = 10.0
 # transports text, "SSE polling").
 RESUMING_VERSIONS = frozenset({"2025-11-25"})
 RETRY_MS = 1000
-# Distinct (Accept, Content-Type) pairs whose check is remembered: clients send one pair each.
-POST_HEADER_MEMO = 64
+# Response styles a session keeps, one per (JSON allowed, version, CORS headers): a client sends
+# from one Origin, so it uses two (its POSTs' and its GET stream's), three across initialize.
+SESSION_STYLES = 8
 # Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
 # with the 404 and -32601 the transport specifies for a method the server does not implement.
 REMOVED_METHODS = frozenset(
@@ -85,7 +85,7 @@ class McpEndpoint:
         self.session_count = session_count
         self.sessions: dict[str, SessionChannel] = {}
         self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
-        self._post_header_checks: dict[tuple[tuple[bytes, ...], ...], HttpRefusal | None] = {}
+        self._post_headers = PostHeaderVerdicts()
 
     async def handle(self, call: HttpCall) -> None:
         method = call.request.method
@@ -113,16 +113,17 @@ class McpEndpoint:
 
     async def _post(self, call: HttpCall) -> None:
         request = call.request
-        parsed = self._check_post_headers(request) or parse_body(request.body)
+        verdict = self._post_headers.of(request.headers)
+        parsed = verdict.refusal or parse_body(request.body)
         if isinstance(parsed, HttpRefusal):
             raise Refused(parsed)
-        if isinstance(parsed, dict) and era_of(parsed, request.headers) == "modern":
+        headers, modern = request.headers, verdict.modern
+        if isinstance(parsed, dict) and era_of(parsed, headers, header_modern=modern) == "modern":
             await self._modern(call, parsed)
             return
         messages = parsed if isinstance(parsed, list) else [parsed]
-        refusal = check_legacy_version(request.headers)
-        if refusal is not None:
-            raise Refused(refusal)
+        if verdict.legacy_refusal is not None:
+            raise Refused(verdict.legacy_refusal)
         session_id = request.header(b"mcp-session-id")
         request_id = messages[0].get("id") if len(messages) == 1 else None  # what a refusal names
         if session_id is None:
@@ -173,26 +174,6 @@ class McpEndpoint:
             await call.respond(202)
         else:
             await self._write(call, stream, session)
-
-    def _check_post_headers(self, request: Request) -> HttpRefusal | None:
-        """:func:`check_post_headers`, remembered per distinct Accept and Content-Type values.
-
-        A client sends the same ones on every POST, and parsing Accept's ranges and q-values is
-        a measurable part of a small request's cost.
-        """
-        key = (
-            tuple(value for name, value in request.headers if name == b"accept"),
-            tuple(value for name, value in request.headers if name == b"content-type"),
-        )
-        try:
-            return self._post_header_checks[key]
-        except KeyError:
-            pass
-        refusal = check_post_headers(request.headers)
-        if len(self._post_header_checks) >= POST_HEADER_MEMO:
-            self._post_header_checks.clear()
-        self._post_header_checks[key] = refusal
-        return refusal
 
     def _session(
         self, call: HttpCall, session_id: bytes, request_id: RequestId | None = None
@@ -250,16 +231,22 @@ class McpEndpoint:
     async def _write(
         self, call: HttpCall, stream: ResponseStream, session: SessionChannel, *, json_allowed: bool = True
     ) -> None:
-        resuming = session.protocol_version in RESUMING_VERSIONS
-        style = StreamStyle(
-            extra_headers=[(b"mcp-session-id", session.session_id.encode()), *call.cors],
-            json_allowed=json_allowed,
-            json_wait=self.http.sse_after,
-            priming=resuming,
-            retry_ms=RETRY_MS if resuming else None,
-            keepalive=self.http.sse_keepalive,
-            ticker=self.ticker,
-        )
+        key = (json_allowed, session.protocol_version, call.cors)
+        style = session.styles.get(key)
+        if style is None:  # once per session and kind of response: a client sends the same each time
+            resuming = session.protocol_version in RESUMING_VERSIONS
+            style = StreamStyle(
+                extra_headers=((b"mcp-session-id", session.session_id.encode()), *call.cors),
+                json_allowed=json_allowed,
+                json_wait=self.http.sse_after,
+                priming=resuming,
+                retry_ms=RETRY_MS if resuming else None,
+                keepalive=self.http.sse_keepalive,
+                ticker=self.ticker,
+            )
+            if len(session.styles) >= SESSION_STYLES:
+                session.styles.clear()
+            session.styles[key] = style
         try:
             if not await write_response(call.connection, stream, style):
                 logger.info(

@@ -154,28 +154,29 @@ async def _answer_as_json(
     Returns True if it was sent, False if the client left while it waited, ``None`` if the
     response is to be an event stream.
     """
-    if not stream.pending() and not stream.ended:
-        deadline = trio.current_time() + style.json_wait
-        quick = min(deadline, trio.current_time() + QUICK_WAIT)
+    if not stream.unwritten and not stream.ended:
+        now = trio.current_time()
+        deadline = now + style.json_wait
+        quick = min(deadline, now + QUICK_WAIT)
         if style.ticker is None:
             with trio.move_on_at(quick):
                 await stream.wait()
         else:
-            waiter = _JsonWait(stream, quick)
-            style.ticker.add(waiter)
+            stream.deadline = quick  # the stream is the ticker's waiter: no object per request
+            style.ticker.add(stream)
             try:
                 await stream.wait()
             finally:
-                style.ticker.discard(waiter)
-        if not stream.pending() and not stream.ended and await _wait_watched(connection, stream, deadline):
+                style.ticker.discard(stream)
+        if not stream.unwritten and not stream.ended and await _wait_watched(connection, stream, deadline):
             return False
-    events = stream.pending()
-    if len(events) == 1 and events[0][2] and stream.ended:
-        seq, data, _, status = events[0]
-        await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
-        stream.written(seq, replayable=False)
-        return True
-    if not events and stream.ended:  # the channel closed without an answer (never expected)
+    if stream.unwritten == 1 and stream.ended:
+        seq, data, final, status = stream.first_unwritten()
+        if final:
+            await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
+            stream.written(seq, replayable=False)
+            return True
+    if not stream.unwritten and stream.ended:  # the channel closed without an answer (never expected)
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
         return True
     return None
@@ -197,21 +198,10 @@ async def _wait_watched(connection: HttpConnection, stream: ResponseStream, dead
 
         nursery.start_soon(watch)
         with trio.move_on_at(deadline):
-            while not stream.pending() and not stream.ended:
+            while not stream.unwritten and not stream.ended:
                 await stream.wait()
         nursery.cancel_scope.cancel()
     return left
-
-
-@attrs.frozen(eq=False)
-class _JsonWait:
-    """A response waiting for its first message, until :attr:`deadline` (a ticker's waiter)."""
-
-    stream: ResponseStream
-    deadline: float
-
-    def expire(self) -> None:
-        self.stream.nudge()
 
 
 async def _write_events(
@@ -238,6 +228,6 @@ async def _write_events(
                 )
             )
             stream.written(events[-1][0])
-        if stream.ended and not stream.pending():
+        if stream.ended and not stream.unwritten:
             await connection.end_stream()
             return

@@ -29,13 +29,16 @@ import collections
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.jsonrpc import JSONObject, encode
 from .stream import Backlog, EventBudget, ResponseStream
+
+if TYPE_CHECKING:
+    from .response import StreamStyle
 
 logger = logging.getLogger("channels.http")
 
@@ -107,6 +110,7 @@ class SessionChannel(MessageChannel):
         self.evicted = False  # ended to make room for a new session (the session cap)
         self._resumable: collections.OrderedDict[ResponseStream, None] = collections.OrderedDict()
         self.on_close: list[Any] = []
+        self.styles: dict[tuple[Any, ...], StreamStyle] = {}  # the endpoint's, per kind of response
 
     @property
     def peer(self) -> PeerInfo:
@@ -187,7 +191,7 @@ class SessionChannel(MessageChannel):
         A response that failed without saying so (an error the writer did not expect) is treated
         as a client that left: what it did not write stops counting against the backlog.
         """
-        if not stream.attached and not stream.abandoned and stream.pending():
+        if not stream.attached and not stream.abandoned and stream.unwritten:
             stream.abandon()
         if stream.ended:
             self.forget(stream)

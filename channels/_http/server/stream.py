@@ -57,7 +57,7 @@ class EventBudget:
         while self.used > self.limit and self._order:
             oldest = self._order.popleft()
             self.used -= oldest.forget_oldest()
-            if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.pending():
+            if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.unwritten:
                 self.on_empty(oldest)
 
     def _compact(self) -> None:
@@ -163,9 +163,10 @@ class ResponseStream:
         self.nudged = False  # wake a waiter without anything to write (its deadline passed)
         self.abandoned = False  # the response writing it ended early; see abandon()
         self.attached = False  # an HTTP response is writing this stream now
-        self._changed = trio.Event()
+        self._changed = trio.Event()  # a new one only once this one was set (see wait())
         self._writer: trio.CancelScope | None = None  # the attached response's, to take it over
-        self._detached = trio.Event()
+        self._detached: trio.Event | None = None  # made by take_over(), set by detach()
+        self.deadline = float("inf")  # while a response waits for its first message (a waiter)
 
     @property
     def kept(self) -> int:
@@ -182,13 +183,14 @@ class ResponseStream:
         self.attached = True
         self.abandoned = False
         self._writer = writer
-        self._detached = trio.Event()
+        self._detached = None  # made by a take-over only: most responses are never taken over
 
     def detach(self) -> None:
         """The response writing this stream returned (whatever it wrote is marked written)."""
         self.attached = False
         self._writer = None
-        self._detached.set()
+        if self._detached is not None:
+            self._detached.set()
 
     async def take_over(self) -> bool:
         """Make the response writing this stream let go, for a ``Last-Event-ID`` resumption.
@@ -200,9 +202,12 @@ class ResponseStream:
         Waits at most :data:`TAKEOVER_TIMEOUT`; True once no response is attached.
         """
         if self.attached and self._writer is not None:
+            if self._detached is None:
+                self._detached = trio.Event()
+            detached = self._detached
             self._writer.cancel()
             with trio.move_on_after(TAKEOVER_TIMEOUT):
-                await self._detached.wait()
+                await detached.wait()
         return not self.attached
 
     def put(self, data: bytes, *, final: bool = False, status: int = 200) -> None:
@@ -311,6 +316,10 @@ class ResponseStream:
         """The events not written yet: sequence number, data, final, status."""
         return list(self._queue)
 
+    def first_unwritten(self) -> tuple[int, bytes, bool, int]:
+        """The oldest event not written yet (there is one): sequence number, data, final, status."""
+        return self._queue[0]
+
     def written(self, last_seq: int, *, replayable: bool = True) -> None:
         """Events up to ``last_seq`` were written.
 
@@ -338,7 +347,8 @@ class ResponseStream:
     async def wait(self) -> None:
         """Return when there is something to write, the stream ended, or :meth:`nudge` was called."""
         while not self._queue and not self.ended and not self.nudged:
-            self._changed = trio.Event()
+            if self._changed.is_set():
+                self._changed = trio.Event()
             await self._changed.wait()
         self.nudged = False
 
@@ -346,6 +356,10 @@ class ResponseStream:
         """Wake :meth:`wait` even though nothing came."""
         self.nudged = True
         self._changed.set()
+
+    def expire(self) -> None:
+        """A ticker's waiter: :attr:`deadline` passed while a response waited (see :meth:`nudge`)."""
+        self.nudge()
 
     def event_id(self, seq: int) -> str:
         return f"{self.key}/{seq}"
