@@ -59,6 +59,8 @@ class ToClient:
     _tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, kw_only=True)
     _lists_tools: Callable[[Any], bool] = attrs.field(default=lambda request_id: False, kw_only=True)
     _child_eof: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # watch_child's wait for the exit, cut short when the child's stdout ends first
+    _exit_wait: trio.CancelScope = attrs.field(init=False, factory=trio.CancelScope)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
 
     @property
@@ -74,6 +76,7 @@ class ToClient:
                 items, lines = await channel.receive_batch_lines(BATCH)
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 self._child_eof.set()
+                self._exit_wait.cancel()
                 return
             # The child's messages go to the client as the lines they arrived in where those are
             # canonical and the message is not changed here (docs/design.md §5.2); a changed or
@@ -169,18 +172,8 @@ class ToClient:
         What the child wrote last is read first, for a bounded time: a grandchild may keep stdout
         open.
         """
-        async with trio.open_nursery() as either:
-
-            async def exited() -> None:
-                await self.child.wait()
-                either.cancel_scope.cancel()
-
-            async def closed_stdout() -> None:
-                await self._child_eof.wait()
-                either.cancel_scope.cancel()
-
-            either.start_soon(exited)
-            either.start_soon(closed_stdout)
+        with self._exit_wait:  # one task, not a nursery of two: it is there for every connection
+            await self.child.wait()
         with trio.move_on_after(self.limits.exit_drain_timeout):
             await self._child_eof.wait()
             await self.child.wait()
