@@ -52,7 +52,7 @@ from .._limits import Limits
 from .._relay.idle import IdleWatch
 from .._relay.scopes import ToolScopes
 from .admission import Admission
-from .clients import Client, ClientReader, Clients
+from .clients import Client, ClientReader, Clients, direct_channel
 from .handshake import Handshake
 from .link import ChildLink
 from .router import ClientKey, Router
@@ -178,7 +178,7 @@ class SharedChild:
 
         The caller owns ``channel`` and closes it afterwards.
         """
-        client = Client(self._next_key, channel)
+        client = Client(self._next_key, channel, direct_channel(channel))
         self._next_key += 1
         channel.send_timeout = self.limits.send_timeout
         self._clients.by_key[client.key] = client
@@ -186,7 +186,8 @@ class SharedChild:
         try:
             with client.scope:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._clients.write, client)
+                    if client.direct is None:
+                        nursery.start_soon(self._clients.write, client)
                     if self.stopping.is_set():  # it came after the drain began: drained alike
                         nursery.start_soon(self._drain_when_stopping, client)
                     if channel.idle_timeout:
