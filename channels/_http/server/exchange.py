@@ -76,7 +76,9 @@ class ExchangeChannel(MessageChannel):
             raise trio.ClosedResourceError("the exchange is closed")
         if self._request is not None:
             request, self._request = self._request, None
-            await trio.lowlevel.checkpoint()
+            # A cancel point, not a pass of the scheduler: the task was just started for this
+            # request, and yields at its next receive (which waits for the reply).
+            await trio.lowlevel.checkpoint_if_cancelled()
             return request
         await self._over.wait()
         if self.client_left:
