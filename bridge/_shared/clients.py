@@ -2,8 +2,10 @@
 
 Each client has its own queue; nothing that routes a message for a client ever waits for it:
 :meth:`Clients.deliver` queues without waiting, and a client whose queue overflows is disconnected
-(``client-too-slow``), so that nobody else is slowed down. :class:`ClientReader` reads one client,
-answers what is bad and forwards what was admitted.
+(``client-too-slow``), so that nobody else is slowed down. A client whose channel queues without
+waiting (:class:`DirectChannel`: a 2026-07-28 HTTP request's response) has no queue or writer of its
+own: its messages go onto the channel at once, and what waits there is bounded alike.
+:class:`ClientReader` reads one client, answers what is bad and forwards what was admitted.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 import attrs
 import trio
@@ -35,15 +38,35 @@ from .router import ClientKey, Router
 logger = logging.getLogger("bridge.shared")
 
 
+class DirectChannel(Protocol):
+    """A channel that queues a message without waiting, and says what waits to be written."""
+
+    @property
+    def waiting(self) -> tuple[int, int]:
+        """The messages and bytes queued and not written yet."""
+        ...
+
+    def send_nowait(self, message: JSONObject) -> None:
+        """Queue ``message`` (``trio.ClosedResourceError`` once closed)."""
+        ...
+
+
+def direct_channel(channel: MessageChannel) -> DirectChannel | None:
+    """``channel`` itself if it queues without waiting, else None (it gets a writer task)."""
+    return channel if hasattr(channel, "send_nowait") else None  # type: ignore[return-value]
+
+
 @attrs.define(eq=False)
 class Client:
     """One client of the shared child: its channel, its queue and why it ended.
 
-    ``scope`` is cancelled to disconnect it; its ``serve`` call owns the channel.
+    ``scope`` is cancelled to disconnect it; its ``serve`` call owns the channel. ``direct`` is
+    the channel when it queues without waiting: then ``outbox`` stays empty and no writer runs.
     """
 
     key: ClientKey
     channel: MessageChannel
+    direct: DirectChannel | None = None
     legacy: bool = False
     outbox: deque[tuple[JSONObject, int]] = attrs.field(factory=deque)
     outbox_bytes: int = 0
@@ -112,6 +135,9 @@ class Clients:
         client = self.by_key.get(client_key)
         if client is None or client.ending is not None:
             return
+        if client.direct is not None:
+            self._deliver_direct(client, client.direct, message)
+            return
         # The byte limit bounds what was already waiting: a single message larger than it (up to
         # --max-child-message) still reaches a client that keeps up.
         waiting_bytes = client.outbox_bytes
@@ -120,6 +146,25 @@ class Clients:
         client.wake.set()
         client.changed.set()
         if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
+            self.drop(
+                client,
+                "client-too-slow",
+                f"its queue passed {self.limits.client_queue} messages or "
+                f"{self.limits.client_queue_bytes} bytes",
+            )
+
+    def _deliver_direct(self, client: Client, channel: DirectChannel, message: JSONObject) -> None:
+        """:meth:`deliver` to a channel that queues without waiting: its queue is the client's."""
+        waiting, waiting_bytes = channel.waiting
+        try:
+            channel.send_nowait(message)
+        except trio.ClosedResourceError:
+            self.drop(client, "client-disconnected", "connection lost")
+            return
+        if client.idle is not None:
+            client.idle.touch()
+        client.changed.set()
+        if waiting >= self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
             self.drop(
                 client,
                 "client-too-slow",

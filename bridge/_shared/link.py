@@ -14,7 +14,9 @@ this module applies the policies to what the child writes:
   client; anything else (list changes, resource updates) to every legacy client;
 * when the child exits, every request in flight gets ``-32000`` (``child-exited``).
 
-Nothing here waits for a client: messages for clients are queued by ``deliver``.
+Nothing here waits for a client: messages for clients are queued by ``deliver``. What clients send
+the child is queued (bounded) and written by one task per child, so the requests of every client
+that arrive in one pass of the scheduler reach the child in one write.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .._errors import CONNECTION_CLOSED, REPLY_TOO_LARGE, error_response
 from .._limits import Limits
 from .._relay.scopes import ToolScopes
 from .._relay.strays import StrayReplies
+from .._relay.writers import BATCH
 from .clients import Client
 from .handshake import REPLAY_ID, Handshake
 from .router import ClientKey, Router
@@ -39,6 +42,11 @@ from .router import ClientKey, Router
 logger = logging.getLogger("bridge.shared")
 
 METHOD_NOT_FOUND = -32601
+
+# Client messages queued for the child's writer before their senders wait for it: four of the
+# relay's batches (writers.BATCH), so that a pass of the scheduler's worth of one-message clients
+# (2026-07-28 requests) goes in one write, while a child that stops reading holds up its clients.
+CHILD_QUEUE = 4 * BATCH
 
 
 @attrs.define(eq=False)
@@ -76,6 +84,11 @@ class ChildLink:
     # and writes them after each batch, so that routing itself never waits on the child's stdin.
     _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
+    # Client messages for the child, in order, not taken by a write yet (send_checked queues them,
+    # the child's writer task or any send takes them first).
+    _queued: list[JSONObject] = attrs.field(init=False, factory=list)
+    _wake: trio.Event = attrs.field(init=False, factory=trio.Event)  # the writer: something queued
+    _room: trio.Event = attrs.field(init=False, factory=trio.Event)  # senders: the queue was taken
 
     @property
     def child(self) -> ChildProcess | None:
@@ -103,11 +116,15 @@ class ChildLink:
                     serving.cancel_scope.cancel()
 
                 serving.start_soon(until_stopped)
+                serving.start_soon(self._write_queued)
                 await self.read(child)
                 serving.cancel_scope.cancel()
         finally:
             self._child = None
             self._child_gone()
+            # What this child never got is not for the next: its requests are answered just below.
+            self._queued.clear()
+            self._room.set()
             with trio.move_on_after(self.limits.exit_drain_timeout):
                 await child.wait()
             what = describe_exit(child.returncode) if child.returncode is not None else "closed its stdout"
@@ -255,30 +272,55 @@ class ChildLink:
     # -- writing to the child -------------------------------------------------------------------
 
     async def send_checked(self, messages: Sequence[JSONObject]) -> None:
-        """Forward routed client messages.
+        """Forward routed client messages: queue them for the child's writer.
 
-        Requests that cannot reach the child (it is going down) are answered at once, so none waits
-        for a child that will never see it.
+        Waits only while the queue is over :data:`CHILD_QUEUE` (backpressure from the child's
+        stdin). Requests that cannot reach the child (there is none: it is going down) are
+        answered at once, so none waits for a child that will never see it.
         """
-        if messages and not await self.send(messages):
-            for message in messages:
-                if "method" in message and "id" in message:
-                    taken = self._router.take(message["id"])
-                    if taken is not None:
-                        self._deliver(
-                            taken[0],
-                            error_response(
-                                taken[1],
-                                CONNECTION_CLOSED,
-                                "Connection closed",
-                                "child-exited",
-                                detail="the shared child was going down",
-                            ),
-                            256,
-                        )
+        if not messages:
+            return
+        if self._child is None:
+            self._answer_unsent(messages)
+            return
+        self._queued.extend(messages)
+        self._wake.set()
+        while len(self._queued) > CHILD_QUEUE and self._child is not None:
+            if self._room.is_set():
+                self._room = trio.Event()
+            await self._room.wait()
+
+    async def _write_queued(self) -> None:
+        """The child's writer: write what clients queued, all of it at once, until cancelled."""
+        while True:
+            while not self._queued:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            await self.send(())
+
+    def _answer_unsent(self, messages: Sequence[JSONObject]) -> None:
+        """Answer the requests among ``messages`` that did not reach the child."""
+        for message in messages:
+            if "method" in message and "id" in message:
+                taken = self._router.take(message["id"])
+                if taken is not None:
+                    self._deliver(
+                        taken[0],
+                        error_response(
+                            taken[1],
+                            CONNECTION_CLOSED,
+                            "Connection closed",
+                            "child-exited",
+                            detail="the shared child was going down",
+                        ),
+                        256,
+                    )
 
     async def send(self, messages: Sequence[JSONObject]) -> bool:
-        """Write to the current child; False if there is none or its stdin is closed."""
+        """Write ``messages`` to the current child, after what clients queued for it.
+
+        False if they did not reach it (there is none or its stdin is closed).
+        """
         child = self._child
         if child is None:
             return False
@@ -286,10 +328,18 @@ class ChildLink:
             self._child_lock.acquire_nowait()
         except trio.WouldBlock:
             await self._child_lock.acquire()
+        queued, self._queued = self._queued, []
+        if queued:
+            self._room.set()
         try:
-            await child.channel.send_many(messages)
+            if queued or messages:
+                await child.channel.send_many([*queued, *messages] if queued else messages)
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._answer_unsent(queued)
             return False
+        except BaseException:  # cancelled part way: what clients queued may not have been written
+            self._answer_unsent(queued)
+            raise
         finally:
             self._child_lock.release()

@@ -52,7 +52,7 @@ from .._limits import Limits
 from .._relay.idle import IdleWatch
 from .._relay.scopes import ToolScopes
 from .admission import Admission
-from .clients import Client, ClientReader, Clients
+from .clients import Client, ClientReader, Clients, direct_channel
 from .handshake import Handshake
 from .link import ChildLink
 from .router import ClientKey, Router
@@ -178,30 +178,40 @@ class SharedChild:
 
         The caller owns ``channel`` and closes it afterwards.
         """
-        client = Client(self._next_key, channel)
+        client = Client(self._next_key, channel, direct_channel(channel))
         self._next_key += 1
         channel.send_timeout = self.limits.send_timeout
         self._clients.by_key[client.key] = client
         self._router.attach(client.key)
         try:
             with client.scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._clients.write, client)
-                    if self.stopping.is_set():  # it came after the drain began: drained alike
-                        nursery.start_soon(self._drain_when_stopping, client)
-                    if channel.idle_timeout:
-                        client.idle = IdleWatch(channel.idle_timeout)
-                        nursery.start_soon(client.idle.run, partial(self._wait_idle, client), client.end)
+                if client.direct is not None and not channel.idle_timeout and not self.stopping.is_set():
+                    # Nothing to write or watch beside reading it (a 2026-07-28 request): no nursery.
                     await self._reader.read(client)
                     await self._drain(client, self.limits.half_close_timeout, "half-close-timeout")
-                    if client.unsent or client.idle is not None:
-                        nursery.cancel_scope.cancel()
-                    else:  # the usual end, of every one-request client: no cancellation to raise
-                        client.close_writer()
+                else:
+                    await self._serve_with_helpers(client)
         finally:
             del self._clients.by_key[client.key]
             await self._detach(client)
         return client.ending or "client-closed"
+
+    async def _serve_with_helpers(self, client: Client) -> None:
+        """Read ``client`` beside its writer, its idle watch and its drain, as it needs them."""
+        async with trio.open_nursery() as nursery:
+            if client.direct is None:
+                nursery.start_soon(self._clients.write, client)
+            if self.stopping.is_set():  # it came after the drain began: drained alike
+                nursery.start_soon(self._drain_when_stopping, client)
+            if client.channel.idle_timeout:
+                client.idle = IdleWatch(client.channel.idle_timeout)
+                nursery.start_soon(client.idle.run, partial(self._wait_idle, client), client.end)
+            await self._reader.read(client)
+            await self._drain(client, self.limits.half_close_timeout, "half-close-timeout")
+            if client.unsent or client.idle is not None:
+                nursery.cancel_scope.cancel()
+            else:  # the usual end: no cancellation to raise
+                client.close_writer()
 
     async def _wait_idle(self, client: Client) -> None:
         """Return once ``client`` has nothing in flight at the child and nothing unsent."""

@@ -5,7 +5,9 @@ carries everything about it, so the POST is a channel of its own: ``receive()`` 
 ``send()`` writes the reply (and the notifications before it) to the response, and then
 ``receive()`` ends. If the client closes the response first, ``receive()`` raises
 ``trio.BrokenResourceError``: the bridge then cancels the request at the child (closing the
-response stream is how HTTP cancels in that era).
+response stream is how HTTP cancels in that era). :meth:`ExchangeChannel.send_nowait` queues on the
+response without a task or a wait: the shared child's relay bounds what waits by
+:attr:`ExchangeChannel.waiting` instead of a queue and a writer of its own.
 
 :class:`SseChannel`: the 2024-11-05 HTTP+SSE transport. A GET opens an event stream and is the
 channel; the client POSTs its messages to the endpoint the stream's first event named, and they
@@ -74,7 +76,9 @@ class ExchangeChannel(MessageChannel):
             raise trio.ClosedResourceError("the exchange is closed")
         if self._request is not None:
             request, self._request = self._request, None
-            await trio.lowlevel.checkpoint()
+            # A cancel point, not a pass of the scheduler: the task was just started for this
+            # request, and yields at its next receive (which waits for the reply).
+            await trio.lowlevel.checkpoint_if_cancelled()
             return request
         await self._over.wait()
         if self.client_left:
@@ -91,6 +95,23 @@ class ExchangeChannel(MessageChannel):
         for message in messages:
             self._put(message)
         await trio.lowlevel.checkpoint()
+
+    @property
+    def waiting(self) -> tuple[int, int]:
+        """The messages and bytes queued on the response and not written yet."""
+        return self.stream.unwritten, self.stream.queued_bytes
+
+    def send_nowait(self, message: JSONObject) -> None:
+        """Queue ``message`` on the response at once, as :meth:`send` does but without waiting.
+
+        Without backpressure: the caller bounds what waits, by :attr:`waiting`.
+
+        Raises:
+            trio.ClosedResourceError: the exchange is closed.
+        """
+        if self.closed:
+            raise trio.ClosedResourceError("the exchange is closed")
+        self._put(message)
 
     def _put(self, message: JSONObject) -> None:
         data = encode(message, newline=False)
