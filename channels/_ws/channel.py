@@ -29,8 +29,9 @@ import trio
 from websockets.protocol import Protocol, State
 
 from .._core.channel import CloseReason, PeerInfo
+from .._core.errors import ProtocolError
 from .._core.fdio import discard_unread, receive_some
-from .._core.jsonrpc import JSONObject, decode
+from .._core.jsonrpc import JSONObject, decode, decode_line
 from .._core.stream import DEFAULT_MAX_MESSAGE_BYTES
 from .receiver import FrameReceiver
 
@@ -121,6 +122,40 @@ class WebSocketChannel(FrameReceiver):
             trio.ClosedResourceError: this side closed the channel (also wakes a blocked receive).
             trio.BusyResourceError: another task is receiving.
         """
+        await self._wait_for_message()
+        return decode(self._messages.popleft())
+
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """As :meth:`MessageChannel.receive_batch_lines`: with each message its text frame's payload.
+
+        A payload is handed out when it is byte for byte the message's canonical encoding
+        (:func:`~channels._core.jsonrpc.decode_line`); its UTF-8 was checked on arrival. Cancel-safe
+        as :func:`~channels.receive_batch`: only the wait for the first message can be cancelled.
+        Raises as :meth:`receive` (a bad message is an item, not an exception).
+        """
+        await self._wait_for_message()
+        items: list[JSONObject | ProtocolError] = []
+        lines: list[bytes | None] = []
+        messages = self._messages
+        while messages and len(items) < max_count:
+            item = messages.popleft()
+            try:
+                if isinstance(item, bytes):
+                    message, line = decode_line(item)
+                else:  # a long non-ASCII message, already decoded (FrameReceiver._text)
+                    message, line = decode(item), None
+            except ProtocolError as exc:
+                items.append(exc)
+                lines.append(None)
+                continue
+            items.append(message)
+            lines.append(line)
+        return items, lines
+
+    async def _wait_for_message(self) -> None:
+        """Read until a message is buffered: the waiting part of :meth:`receive`, under its guard."""
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this channel")
         if self._closed:
@@ -134,7 +169,7 @@ class WebSocketChannel(FrameReceiver):
                 if self._closed:  # by another task while this one read (a race with the goodbye)
                     raise trio.ClosedResourceError("channel was closed")
                 if self._messages:
-                    return decode(self._messages.popleft())
+                    return
                 if self._end is not None:
                     raise self._end
                 await self._read()
@@ -194,6 +229,14 @@ class WebSocketChannel(FrameReceiver):
             As :meth:`send`; a ``ValueError`` or ``TypeError`` means none of the batch was written.
         """
         await self._send_batch(messages)
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        """As :meth:`MessageChannel.send_lines`: a given line is a text frame's payload as is.
+
+        The line is neither checked nor encoded again (it is the message's canonical encoding,
+        so the frame is the one :meth:`send_many` would write). Raises as :meth:`send_many`.
+        """
+        await self._send_batch(messages, lines)
 
     # -- keepalive and closing --------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from websockets.protocol import Protocol, State
 
 from .._core.channel import CloseReason
 from .._core.fdio import RECEIVE_SIZE, receive_fd_getter, receive_into, receive_some
+from .._core.jsonrpc import CANONICAL_LINE_LIMIT
 from .frames import frame_extent, take_text_frames
 from .sender import FrameSender
 
@@ -77,7 +78,9 @@ class FrameReceiver(FrameSender):
         # size, and how much of it has arrived; None when no such frame is arriving.
         self._large: bytearray | None = None
         self._large_filled = 0
-        self._messages: deque[str] = deque()
+        # Whole text messages, UTF-8 checked: their bytes (what decode_line needs), or their text
+        # when they are too long for decode_line's canonical check and already had to be decoded.
+        self._messages: deque[bytes | str] = deque()
         self._fragments: list[bytes] | None = None
         self._end: Exception | None = None  # what receive raises once the messages run out
         self._receiving = False
@@ -160,7 +163,8 @@ class FrameReceiver(FrameSender):
         for event in protocol.events_received():
             if self._end is None and isinstance(event, Frame):
                 if event.opcode is Opcode.TEXT and event.fin and self._fragments is None:
-                    self._text(event.data)  # a whole message in one frame
+                    data = event.data  # a whole message in one frame
+                    self._text(data if isinstance(data, bytes) else bytes(data))
                 else:
                     self._frame(event)
         if self._end is None and protocol.state is not State.OPEN:
@@ -235,13 +239,25 @@ class FrameReceiver(FrameSender):
             )
             self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
 
-    def _text(self, data: bytes | bytearray | memoryview) -> None:
-        """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8."""
+    def _text(self, data: bytes) -> None:
+        """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8.
+
+        ASCII is UTF-8: one scan without a copy checks nearly every message, whose bytes are kept
+        for :func:`~channels._core.jsonrpc.decode_line`. Other text is decoded to be checked; a
+        message too long for decode_line's canonical check is kept as that text, which the strict
+        parser would otherwise decode again.
+        """
+        short = len(data) < CANONICAL_LINE_LIMIT
+        if short and data.isascii():
+            self._messages.append(data)
+            return
         try:
-            self._messages.append(str(data, "utf-8"))
+            text = str(data, "utf-8")
         except UnicodeDecodeError:
             self._protocol.fail(1007, "invalid UTF-8 in a text frame")
             self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
+            return
+        self._messages.append(data if short else text)
 
     def _ending(self) -> Exception:
         """What ``receive`` raises once the protocol has left the OPEN state."""

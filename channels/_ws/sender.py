@@ -30,6 +30,17 @@ from .frames import text_frame_header
 LARGE_PAYLOAD_BYTES = 65536
 
 
+def _payload(message: JSONObject, line: bytes | None) -> bytes:
+    """The text frame payload for ``message``: ``line`` if given, else its checked encoding."""
+    if line is not None:
+        return line
+    try:
+        validate(message)
+    except InvalidMessage as exc:
+        raise ValueError(f"not a JSON-RPC message: {exc}") from None
+    return encode(message, newline=False)
+
+
 class FrameSender(MessageChannel):
     """The write side of :class:`~channels._ws.channel.WebSocketChannel`, its base class.
 
@@ -68,26 +79,33 @@ class FrameSender(MessageChannel):
         self._write_broken = False
         self.bytes_sent = 0
 
-    async def _send_batch(self, messages: Sequence[JSONObject]) -> bool:
+    async def _send_batch(
+        self, messages: Sequence[JSONObject], lines: Sequence[bytes | None] | None = None
+    ) -> bool:
+        """Write ``messages``, one text frame each; True if that had to wait for the transport.
+
+        ``lines[i]``, where given and not ``None``, is the payload for ``messages[i]`` as is,
+        unchecked (:meth:`~channels.MessageChannel.send_lines`); every other message is checked
+        and encoded, all before anything is written.
+        """
         if self._sending:
             raise trio.BusyResourceError("another task is already sending on this channel")
-        for message in messages:
-            try:
-                validate(message)
-            except InvalidMessage as exc:
-                raise ValueError(f"not a JSON-RPC message: {exc}") from None
+        if lines is None:
+            lines = (None,) * len(messages)
+        elif len(lines) != len(messages):
+            raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
+        payloads = [_payload(message, line) for message, line in zip(messages, lines, strict=True)]
         self._sending = True
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             self._check_sendable()
             if not self._server_side:  # a client masks its frames: the library's job
-                for message in messages:
-                    self._protocol.send_text(encode(message, newline=False))
+                for payload in payloads:
+                    self._protocol.send_text(payload)
                 return await self._write(b"".join(self._protocol.data_to_send()))
             parts: list[bytes] = []  # small frames joined; each large payload on its own
             frames: list[bytes] = []
-            for message in messages:
-                payload = encode(message, newline=False)
+            for payload in payloads:
                 frames.append(text_frame_header(len(payload)))
                 if len(payload) < LARGE_PAYLOAD_BYTES:
                     frames.append(payload)
