@@ -298,11 +298,13 @@ class McpEndpoint:
             stream = found
         if parsed is not None and stream.attached:
             # The client resumes a stream whose response it gave up on before the bridge noticed
-            # (its close is still on the way): that response stops, and this one replays.
-            await stream.take_over()
+            # (its close is still on the way): that response stops, and this one replays. One still
+            # waiting to answer as JSON sent no event id to resume from: it answers, this gets 409.
+            taken = await stream.take_over()
             if session.streams.get(parsed[0]) is not stream:  # the session ended meanwhile
                 raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
-            logger.info("%s: a stream resumed while still open was taken over", call.peer)
+            if taken:
+                logger.info("%s: a stream resumed while still open was taken over", call.peer)
         if stream.attached:  # checked before any rewind: the open response must not send twice
             raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
         if parsed is not None and not stream.rewind(parsed[1]):
