@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._core.jsonrpc import JSONObject, RequestId
+from ..._core.errors import ProtocolError
+from ..._core.jsonrpc import JSONObject, RequestId, decode_line
 from ..._core.options import HttpOptions
 from ..._core.ticker import Ticker
 from ..._mcp.admission import (
@@ -35,6 +36,7 @@ from ..._mcp.admission import (
     status_for_error,
     tool_headers_from_list,
 )
+from ..._mcp.refusal import protocol_refusal
 from .call import HttpCall, Refused, method_not_allowed, refuse
 from .exchange import ExchangeChannel
 from .response import StreamStyle, write_response
@@ -63,6 +65,21 @@ REMOVED_METHODS = frozenset(
 )
 # The bridge's "too many connections" refusal (bridge/_errors.py) is a 503 over HTTP.
 OVER_CAPACITY = frozenset({"too-many-connections"})
+
+
+def _parse_post(body: bytes) -> tuple[JSONObject | list[JSONObject] | HttpRefusal, bytes | None]:
+    """:func:`~channels._mcp.admission.parse_body`, and ``body`` if it is its one message's canonical line.
+
+    A body of one message is decoded by :func:`~channels._core.jsonrpc.decode_line`, as
+    ``parse_body`` decodes it, refused alike; the session hands that line to the bridge with the
+    message, so an unchanged request reaches the child as posted, not encoded again.
+    """
+    if body[:1] != b"{":
+        return parse_body(body), None  # a batch, or leading white space
+    try:
+        return decode_line(body)
+    except ProtocolError as exc:
+        return protocol_refusal(exc), None
 
 
 def _unknown_session(request_id: RequestId | None = None) -> Refused:
@@ -114,7 +131,7 @@ class McpEndpoint:
     async def _post(self, call: HttpCall) -> None:
         request = call.request
         verdict = self._post_headers.of(request.headers)
-        parsed = verdict.refusal or parse_body(request.body)
+        parsed, line = (verdict.refusal, None) if verdict.refusal is not None else _parse_post(request.body)
         if isinstance(parsed, HttpRefusal):
             raise Refused(parsed)
         headers, modern = request.headers, verdict.modern
@@ -128,7 +145,7 @@ class McpEndpoint:
         request_id = messages[0].get("id") if len(messages) == 1 else None  # what a refusal names
         if session_id is None:
             if len(messages) == 1 and messages[0].get("method") == "initialize" and "id" in messages[0]:
-                await self._initialize(call, messages[0])
+                await self._initialize(call, messages[0], line)
                 return
             raise refuse(
                 400,
@@ -167,7 +184,7 @@ class McpEndpoint:
                 )
         stream = session.open_request_stream(requests) if requests else None
         try:
-            await session.deliver(messages)
+            await session.deliver(messages, line)
         except trio.ClosedResourceError:
             raise _unknown_session(request_id) from None
         if stream is None:
@@ -202,14 +219,14 @@ class McpEndpoint:
             raise _unknown_session(request_id)
         return session
 
-    async def _initialize(self, call: HttpCall, message: JSONObject) -> None:
+    async def _initialize(self, call: HttpCall, message: JSONObject, line: bytes | None) -> None:
         if self.session_count() >= self.http.max_sessions:
             self._evict_or_refuse(message)
         session = SessionChannel(new_session_id(), call.peer, self.http.event_budget)
         self.sessions[session.session_id] = session
         session.on_close.append(lambda closed: self.sessions.pop(closed.session_id, None))
         stream = session.open_request_stream([message])
-        await session.deliver([message])
+        await session.deliver([message], line)
         call.start(session)
         logger.debug("%s: session %s opened", session.peer, session.session_id[:8])
         await self._write(call, stream, session)
@@ -281,11 +298,13 @@ class McpEndpoint:
             stream = found
         if parsed is not None and stream.attached:
             # The client resumes a stream whose response it gave up on before the bridge noticed
-            # (its close is still on the way): that response stops, and this one replays.
-            await stream.take_over()
+            # (its close is still on the way): that response stops, and this one replays. One still
+            # waiting to answer as JSON sent no event id to resume from: it answers, this gets 409.
+            taken = await stream.take_over()
             if session.streams.get(parsed[0]) is not stream:  # the session ended meanwhile
                 raise refuse(404, -32000, "Not Found: those events are no longer kept", "unknown-event-id")
-            logger.info("%s: a stream resumed while still open was taken over", call.peer)
+            if taken:
+                logger.info("%s: a stream resumed while still open was taken over", call.peer)
         if stream.attached:  # checked before any rewind: the open response must not send twice
             raise refuse(409, -32000, "Conflict: that stream is already open", "stream-open")
         if parsed is not None and not stream.rewind(parsed[1]):

@@ -88,8 +88,10 @@ async def write_response(
     be resumed elsewhere. Returns False if the client went away first (what was not written stays
     in ``stream`` for a resumption, if resumable).
 
-    A resumption may take the stream over (:meth:`ResponseStream.take_over`): this then stops
-    at once and returns False, as if the client had left.
+    A resumption may take an event stream over (:meth:`ResponseStream.take_over`): this then
+    stops at once and returns False, as if the client had left. A response still waiting to
+    answer as JSON has sent no event id, so nothing names it to be resumed: it gets no cancel
+    scope until it becomes an event stream (one scope less per JSON answer).
 
     Args:
         connection: the client's connection; the response is its current one.
@@ -97,20 +99,15 @@ async def write_response(
         style: JSON or SSE, priming, keepalive.
         first_events: raw SSE bytes to send first (the legacy ``endpoint`` event).
     """
-    with trio.CancelScope() as writer:
-        stream.attach(writer)
-        unprogressed = connection.on_progress
-        if stream.backlog is not None:  # part of a message written is progress for its backlog
-            connection.on_progress = stream.backlog.progressed
-        try:
-            return await _write(connection, stream, style, first_events)
-        finally:
-            stream.detach()
-            connection.on_progress = unprogressed
-    # Taken over by a resumption (the client gave up on this response): what was not written
-    # stays in the stream, kept for that resumption; the connection, cut mid-response, closes.
-    stream.abandon()
-    return False
+    stream.attach()
+    unprogressed = connection.on_progress
+    if stream.backlog is not None:  # part of a message written is progress for its backlog
+        connection.on_progress = stream.backlog.progressed
+    try:
+        return await _write(connection, stream, style, first_events)
+    finally:
+        stream.detach()
+        connection.on_progress = unprogressed
 
 
 async def _write(
@@ -123,27 +120,40 @@ async def _write(
                 if not answered:
                     stream.abandon()
                 return answered
-        left = broken = False
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                nonlocal left
-                await connection.wait_disconnected()
-                left = True
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch)
-            try:
-                await _write_events(connection, stream, style, first_events)
-            except trio.BrokenResourceError:  # caught here, not wrapped in the nursery's group
-                broken = True
-            nursery.cancel_scope.cancel()
-        if left or broken:
-            stream.abandon()
-        return not (left or broken)
+        with trio.CancelScope() as writer:
+            stream.writing_events(writer)
+            return await _write_watched(connection, stream, style, first_events)
+        # Taken over by a resumption (the client gave up on this response): what was not written
+        # stays in the stream, kept for that resumption; the connection, cut mid-response, closes.
+        stream.abandon()
+        return False
     except trio.BrokenResourceError:
         stream.abandon()
         return False
+
+
+async def _write_watched(
+    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
+) -> bool:
+    """Write the event stream while watching the connection; False if the client left first."""
+    left = broken = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal left
+            await connection.wait_disconnected()
+            left = True
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        try:
+            await _write_events(connection, stream, style, first_events)
+        except trio.BrokenResourceError:  # caught here, not wrapped in the nursery's group
+            broken = True
+        nursery.cancel_scope.cancel()
+    if left or broken:
+        stream.abandon()
+    return not (left or broken)
 
 
 async def _answer_as_json(

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.errors import ProtocolError
 from ..._core.jsonrpc import JSONObject, encode
 from .stream import Backlog, EventBudget, ResponseStream
 
@@ -67,6 +68,9 @@ SESSION_NOTIFICATIONS = frozenset(
     }
 )
 
+# A POSTed message, with the body it came in if that is its canonical line (SessionChannel.deliver).
+Posted = tuple[JSONObject, bytes | None]
+
 
 def new_session_id() -> str:
     """A session id from the OS CSPRNG: 32 hex digits (visible ASCII, as the spec requires)."""
@@ -97,7 +101,8 @@ class SessionChannel(MessageChannel):
         self.budget = EventBudget(event_budget, on_empty=self.forget)
         self.backlog = Backlog()
         self.dropped = 0  # notifications dropped for a standalone stream nobody opened
-        self._inbound_send, self._inbound = trio.open_memory_channel[JSONObject](INBOUND_QUEUE)
+        # Each POSTed message with its body, if that is its canonical line (see deliver()).
+        self._inbound_send, self._inbound = trio.open_memory_channel[Posted](INBOUND_QUEUE)
         self.requests: dict[tuple[type, Any], ResponseStream] = {}
         self.by_progress: dict[tuple[type, Any], ResponseStream] = {}
         self.streams: dict[str, ResponseStream] = {}
@@ -138,8 +143,12 @@ class SessionChannel(MessageChannel):
     def in_flight(self, request_id: Any) -> bool:
         return id_key(request_id) in self.requests
 
-    async def deliver(self, messages: list[JSONObject]) -> None:
+    async def deliver(self, messages: list[JSONObject], line: bytes | None = None) -> None:
         """Hand POSTed messages to the bridge, in order (waits while the queue is full).
+
+        ``line``: the body of a POST of one message when it is that message's canonical encoding
+        (:func:`~channels._core.jsonrpc.decode_line`), handed out with it by
+        :meth:`receive_batch_lines`; ``None`` otherwise.
 
         Raises:
             trio.ClosedResourceError: the session is over.
@@ -148,11 +157,12 @@ class SessionChannel(MessageChannel):
         for message in messages:
             if message.get("method") == "notifications/cancelled":
                 self._cancelled(message)
+            posted = (message, line if len(messages) == 1 else None)
             try:
                 try:
-                    self._inbound_send.send_nowait(message)  # the usual case: the bridge waits
+                    self._inbound_send.send_nowait(posted)  # the usual case: the bridge waits
                 except trio.WouldBlock:
-                    await self._inbound_send.send(message)
+                    await self._inbound_send.send(posted)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise trio.ClosedResourceError("the session is over") from None
 
@@ -240,6 +250,9 @@ class SessionChannel(MessageChannel):
     # --- the bridge side -----------------------------------------------------------------
 
     async def receive(self) -> JSONObject:
+        return (await self._receive_posted())[0]
+
+    async def _receive_posted(self) -> Posted:
         if self.closed:
             raise trio.ClosedResourceError("the session channel is closed")
         try:
@@ -252,19 +265,41 @@ class SessionChannel(MessageChannel):
     def receive_nowait(self) -> JSONObject:
         if self.closed:
             raise trio.ClosedResourceError("the session channel is closed")
-        return self._inbound.receive_nowait()
+        return self._inbound.receive_nowait()[0]
+
+    async def receive_batch_lines(
+        self, max_count: int
+    ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """As :meth:`MessageChannel.receive_batch_lines`: each message with its POST body, if canonical."""
+        message, line = await self._receive_posted()
+        items: list[JSONObject | ProtocolError] = [message]
+        lines = [line]
+        while len(items) < max_count and not self.closed:
+            try:
+                message, line = self._inbound.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break  # what was taken is delivered; the next receive raises the end
+            items.append(message)
+            lines.append(line)
+        return items, lines
 
     async def send(self, value: JSONObject) -> None:
-        await self.send_many([value])
+        await self.send_lines([value], (None,))
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
+        await self.send_lines(messages, [None] * len(messages))
+
+    async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
+        """As :meth:`MessageChannel.send_lines`: a given line is the response body (or event data) as is."""
+        if len(lines) != len(messages):
+            raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
         if self.closed:
             raise trio.ClosedResourceError("the session channel is closed")
         await self.backlog.make_room(self.send_timeout)
         if self.closed:  # while it waited for room
             raise trio.ClosedResourceError("the session channel is closed")
-        for message in messages:
-            self._route(message, encode(message, newline=False))
+        for message, line in zip(messages, lines, strict=True):
+            self._route(message, encode(message, newline=False) if line is None else line)
         await trio.lowlevel.checkpoint()
 
     def _route(self, message: JSONObject, data: bytes) -> None:

@@ -178,12 +178,19 @@ class ResponseStream:
         """How many events wait to be written."""
         return len(self._queue)
 
-    def attach(self, writer: trio.CancelScope) -> None:
-        """A response starts writing this stream; cancelling ``writer`` makes it let go."""
+    def attach(self) -> None:
+        """A response starts writing this stream (as JSON if it may, until :meth:`writing_events`)."""
         self.attached = True
         self.abandoned = False
-        self._writer = writer
+        self._writer = None
         self._detached = None  # made by a take-over only: most responses are never taken over
+
+    def writing_events(self, writer: trio.CancelScope) -> None:
+        """The attached response is now an event stream; cancelling ``writer`` makes it let go.
+
+        Only then can a resumption name it (its events carry ids) and :meth:`take_over` it.
+        """
+        self._writer = writer
 
     def detach(self) -> None:
         """The response writing this stream returned (whatever it wrote is marked written)."""
@@ -199,7 +206,8 @@ class ResponseStream:
         have noticed yet (the client's close is still on its way, or the network dropped it
         silently): that response is cancelled, what it had not written stays queued (and is
         abandoned, kept for replay), and the resumption then writes from the client's event id.
-        Waits at most :data:`TAKEOVER_TIMEOUT`; True once no response is attached.
+        Waits at most :data:`TAKEOVER_TIMEOUT`; True once no response is attached. A response
+        still waiting to answer as JSON has sent no event id, and is not taken over (False).
         """
         if self.attached and self._writer is not None:
             if self._detached is None:

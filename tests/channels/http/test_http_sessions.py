@@ -190,6 +190,43 @@ async def test_a_session_keeps_only_its_newest_ended_event_streams_and_a_deleted
             assert kept() is None  # nothing holds the deleted session any more
 
 
+async def test_a_resumption_naming_a_response_still_waiting_to_answer_as_json_gets_409_and_the_post_its_answer() -> (
+    None
+):
+    # Such a response has sent no event id, so nothing can resume it: it is not taken over (before,
+    # the POST was cut and its answer went to the GET, which had never seen an event of it).
+    sleep = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "sleep", "arguments": {"seconds": 1}},
+    }
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(EXAMPLE, ["http://127.0.0.1:0/mcp"]) as daemon:
+            url = daemon.addresses[0]
+            async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+                headers = await _initialize(client, url)
+                session = _session_of(daemon)
+                answers: list[httpx.Response] = []
+                async with trio.open_nursery() as nursery:
+
+                    async def post() -> None:
+                        answers.append(await client.post(url, headers=headers, json=sleep))
+
+                    nursery.start_soon(post)
+                    waiting = lambda: [key for key, stream in session.streams.items() if stream.attached]  # noqa: E731
+                    await poll(lambda: bool(waiting()))
+                    (key,) = waiting()
+                    resume = {**headers, "accept": "text/event-stream", "last-event-id": f"{key}/0"}
+                    resumed = await client.get(url, headers=resume)
+                    assert resumed.status_code == 409, resumed.text
+                    assert resumed.json()["error"]["data"]["reason"] == "stream-open"
+                (answer,) = answers
+                assert answer.status_code == 200
+                assert answer.headers["content-type"] == "application/json"
+                assert answer.json()["result"]["content"][0]["text"] == "slept"
+
+
 async def test_a_stream_its_client_left_is_kept_for_resumption_and_at_most_kept_streams_of_them() -> None:
     with trio.fail_after(TIMEOUT):
         async with running_bridge(EXAMPLE, ["http://127.0.0.1:0/mcp"]) as daemon:
