@@ -23,7 +23,8 @@ class Usage:
     """
 
     users: int = 0
-    _changed: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # Made by the waiter (only on demand is there one), so a request's coming and going makes none.
+    _changed: trio.Event | None = attrs.field(init=False, default=None)
 
     @contextmanager
     def using(self) -> Iterator[None]:
@@ -36,8 +37,14 @@ class Usage:
 
     def _change(self, delta: int) -> None:
         self.users += delta
-        self._changed.set()
-        self._changed = trio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def _wait_change(self) -> None:
+        if self._changed is None:
+            self._changed = trio.Event()
+        await self._changed.wait()
 
     async def idle_for(self, seconds: float) -> None:
         """Return once there has been no user for ``seconds`` on end.
@@ -48,8 +55,8 @@ class Usage:
         """
         while True:
             while self.users:
-                await self._changed.wait()
+                await self._wait_change()
             with trio.move_on_after(seconds) as period:
-                await self._changed.wait()
+                await self._wait_change()
             if period.cancelled_caught:
                 return

@@ -70,8 +70,10 @@ class Client:
     legacy: bool = False
     outbox: deque[tuple[JSONObject, int]] = attrs.field(factory=deque)
     outbox_bytes: int = 0
-    wake: trio.Event = attrs.field(factory=trio.Event)  # the writer: something to send
-    changed: trio.Event = attrs.field(factory=trio.Event)  # drains: a reply queued, or sent
+    # Made by whoever waits, and only then: a direct client (one per 2026-07-28 request) has no
+    # writer to wake, and often nobody waiting for a change.
+    wake: trio.Event | None = None  # the writer: something to send
+    changed: trio.Event | None = None  # drains: a reply queued, or sent
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     ending: str | None = None
     drained: bool = False
@@ -96,16 +98,27 @@ class Client:
         The usual end of a client, without cancelling its writer.
         """
         self.closing = True
-        self.wake.set()
+        self.notify_writer()
+
+    def notify_writer(self) -> None:
+        """Wake the writer if it waits."""
+        if self.wake is not None:
+            self.wake.set()
+
+    def notify_changed(self) -> None:
+        """Wake whoever waits in :meth:`wait_changed`."""
+        if self.changed is not None:
+            self.changed.set()
 
     async def wait_changed(self) -> None:
         """Wait until a reply is queued for this client or sent to it.
 
         Several tasks may wait at once (a drain and the idle watch): they share the event, and
-        only an event already set (by a change its waiters have seen) is replaced. Callers check
-        their condition first, with no checkpoint before this call, so no change is missed.
+        only an event already set (by a change its waiters have seen) is replaced, and the first
+        waiter makes it. Callers check their condition first, with no checkpoint before this call,
+        so no change is missed.
         """
-        if self.changed.is_set():
+        if self.changed is None or self.changed.is_set():
             self.changed = trio.Event()
         await self.changed.wait()
 
@@ -143,8 +156,8 @@ class Clients:
         waiting_bytes = client.outbox_bytes
         client.outbox.append((message, size))
         client.outbox_bytes += size
-        client.wake.set()
-        client.changed.set()
+        client.notify_writer()
+        client.notify_changed()
         if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
             self.drop(
                 client,
@@ -163,7 +176,7 @@ class Clients:
             return
         if client.idle is not None:
             client.idle.touch()
-        client.changed.set()
+        client.notify_changed()
         if waiting >= self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
             self.drop(
                 client,
@@ -219,7 +232,7 @@ class Clients:
                 return
             finally:
                 client.sending = False
-            client.changed.set()
+            client.notify_changed()
 
 
 @attrs.define(eq=False)

@@ -129,7 +129,9 @@ class ExchangeChannel(MessageChannel):
         self.closed = True
         self.stream.end()
         self._over.set()
-        await trio.lowlevel.checkpoint()
+        # A cancel point, not a pass of the scheduler: it is closed twice per request (by the
+        # bridge, then by the end of its ``establish`` block), just before its task ends.
+        await trio.lowlevel.checkpoint_if_cancelled()
 
 
 class SseChannel(MessageChannel):

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import trio
+import trio.testing
 
 from bridge._limits import Limits
 from bridge._shared.clients import Client, Clients, direct_channel
@@ -66,11 +67,35 @@ def _note(n: int) -> JSONObject:
 def test_a_direct_client_gets_its_messages_on_its_channel_at_once_and_in_order() -> None:
     clients, (client,) = _clients(Limits(), _Recorder())
     assert client.direct is not None
+    client.changed = trio.Event()  # as a task waiting in wait_changed makes it
     for n in range(3):
         clients.deliver(client.key, _note(n), 100)
     assert client.channel.queued == [_note(0), _note(1), _note(2)]  # type: ignore[attr-defined]
     assert not client.unsent  # nothing for a writer: none runs
     assert client.changed.is_set()
+
+
+def test_a_direct_client_nobody_waits_on_makes_no_event() -> None:
+    clients, (client,) = _clients(Limits(), _Recorder())
+    clients.deliver(client.key, _note(0), 100)
+    assert client.wake is None  # no writer to wake
+    assert client.changed is None  # no drain waited: nothing to set
+
+
+async def test_a_change_wakes_a_task_already_waiting_for_it() -> None:
+    clients, (client,) = _clients(Limits(), _Recorder())
+    woken = []
+
+    async def waiter() -> None:
+        await client.wait_changed()
+        woken.append(True)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            clients.deliver(client.key, _note(0), 100)
+    assert woken == [True]
 
 
 def test_a_direct_client_overflows_at_the_same_message_as_a_client_with_a_writer_and_ends_alike() -> None:
