@@ -19,7 +19,8 @@ Every rejection is a :class:`~channels.ParseError` (``-32700``) or :class:`~chan
 
 Encoding is canonical and compact (UTF-8, no insignificant whitespace, no NaN), so a peer always
 receives exactly one line, and receives the value the bridge routed on: a message is never forwarded
-as the raw bytes it arrived in (no parser differential on duplicate keys or odd escapes).
+as the raw bytes it arrived in (no parser differential on duplicate keys or odd escapes) unless those
+bytes are proven to be exactly its canonical encoding (:func:`decode_line`).
 
 Two libraries, each for what it does best. Decoding is the standard library's, whose integers are
 exact (orjson turns an integer over 64 bits into a float, silently changing the value); a small line
@@ -95,12 +96,7 @@ def decode(line: bytes | str) -> JSONObject:
         InvalidMessage: it is JSON, but not one JSON-RPC 2.0 message. ``request_id`` is set when the
             message had a usable id, so the error reply can name it.
     """
-    if len(line) < CANONICAL_LINE_LIMIT:
-        message = _parse_canonical(line)
-        if message is not None:
-            validate(message)
-            return message
-    return _decode_strict(line)
+    return _decode(line)[0]
 
 
 def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
@@ -112,12 +108,18 @@ def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
     (a line not written back the same, or one of :data:`CANONICAL_LINE_LIMIT` or more) it is
     ``None``. Raises as :func:`decode`.
     """
+    message, canonical = _decode(line)
+    return message, line if canonical else None
+
+
+def _decode(line: bytes | str) -> tuple[JSONObject, bool]:
+    """The message in ``line``, and whether ``line`` is its canonical encoding (both decoders' path)."""
     if len(line) < CANONICAL_LINE_LIMIT:
         message = _parse_canonical(line)
         if message is not None:
             validate(message)
-            return message, line
-    return _decode_strict(line), None
+            return message, True
+    return _decode_strict(line), False
 
 
 def _parse_canonical(line: bytes | str) -> JSONObject | None:
