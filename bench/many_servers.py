@@ -6,7 +6,7 @@ Run from the repository root::
     python bench/many_servers.py [--quick] [--rows bridge-one-port,bridge-10-ports,...]
                                  [--servers 10] [--clients 50] [--calls 200] [--out FILE.json]
 
-Rows (every server is ``python bridge/example_server.py``, this interpreter, as in bench/run.py):
+Rows (every server is ``python bridge/example_server``, this interpreter, as in bench/run.py):
 
 * ``bridge-one-port``: ``python -m bridge --config FILE``, the file declaring one shared listener
   (``[listeners.public]``, ``127.0.0.1:0``) and SERVERS servers mounted on it at

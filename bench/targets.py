@@ -16,7 +16,7 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
 * ``bridge-shared``: ``bridge-unix`` with ``--child shared``: ONE example server for every session
   (the bridge rewrites ids and answers every ``initialize`` after the first from the first one's
   result); the example server answers one request at a time, so all sessions queue at that child.
-* ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server.py``. The relay is the
+* ``bridge-*``: ``python -m bridge --listen ... -- python bridge/example_server``. The relay is the
   bridge process alone (all its threads), never its example-server children. Ready when its stderr
   shows ``listening on unix:PATH`` / ``tcp:127.0.0.1:PORT`` / ``ws://127.0.0.1:PORT/`` /
   ``tls:127.0.0.1:PORT``; stopped with SIGTERM. ``bridge-tls`` gets a throwaway CA and certificate
@@ -66,7 +66,7 @@ from ws_tls import TestCertificates, tls_connect, ws_connect
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable  # the venv's python, for the example server in every row and for the bridge
-EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
+EXAMPLE_SERVER = REPO / "bridge" / "example_server"  # the package's directory, run as a script
 SERVER_COMMAND = [PYTHON, str(EXAMPLE_SERVER)]
 SOCAT = shutil.which("socat") or "/usr/bin/socat"
 LOOPBACK = "127.0.0.1"

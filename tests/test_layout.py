@@ -19,8 +19,6 @@ from conftest import REPO
 PACKAGES = ("channels", "bridge")
 # Module length: a module that needs scrolling through is a room that wants splitting (issue 14).
 MAX_LINES = 400
-# The Quickstart runs `python -m bridge.example_server`; it stays one file, a little longer.
-LONGER = {"bridge.example_server": 450}
 
 # Which rooms each room may import at run time (type-only imports are checked separately).
 # A room is a subpackage, or one of the top-level modules every room shares.
@@ -224,7 +222,7 @@ def test_the_sans_io_modules_import_no_trio() -> None:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_module_is_longer_than_a_reader_can_hold(module: str) -> None:
     lines = len(MODULES[module].read_text().splitlines())
-    assert lines <= LONGER.get(module, MAX_LINES), f"{module}: {lines} lines"
+    assert lines <= MAX_LINES, f"{module}: {lines} lines"
 
 
 def test_the_tests_mirror_the_source_tree() -> None:
