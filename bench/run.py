@@ -86,8 +86,9 @@ from pathlib import Path
 import report
 import scenarios
 import startup
+from relays import REPO, SOCAT
 from scenarios import Counts
-from targets import BASELINE_SUFFIX, REPO, SOCAT, TARGET_NAMES, make_target
+from targets import BASELINE_SUFFIX, TARGET_NAMES, make_target
 
 MiB = 1 << 20
 FULL = Counts(
