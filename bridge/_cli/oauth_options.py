@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import re
-import stat
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-from channels import Address, ListenError, OAuthSettings, resolve_audience
+from channels import Address, CredentialError, ListenError, OAuthSettings, resolve_audience
+from channels._core.auth import read_private_lines  # the token files' rule, for the client file
 
 from .._errors import ConfigError
 
@@ -194,18 +193,9 @@ def read_client_file(path: str, where: str) -> tuple[str, str]:
         ConfigError: unreadable, readable by others, or not two lines; never showing the secret.
     """
     try:
-        with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
-            data = file.read()
-    except OSError as exc:
-        raise ConfigError(f"{where} {path}: {exc.strerror}") from None
-    if mode & stat.S_IROTH:
-        raise ConfigError(f"{where} {path} is readable by other users; run: chmod o-rwx {path}")
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where} {path}: not UTF-8 text") from None
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        lines = [line for _, line in read_private_lines(path, where)]
+    except CredentialError as exc:
+        raise ConfigError(str(exc)) from None
     if len(lines) != 2:
         raise ConfigError(
             f"{where} {path}: expected two lines, the client id then the client secret; found {len(lines)}"
