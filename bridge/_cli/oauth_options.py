@@ -15,12 +15,16 @@ import argparse
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from channels import Address, CredentialError, ListenError, OAuthSettings, resolve_audience
 from channels._core.auth import read_private_lines  # the token files' rule, for the client file
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from .schema import ListenerEntry, SharedListenerEntry
 
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), printable ASCII but space, " and \.
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
@@ -182,6 +186,24 @@ def _loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def oauth_keys(entry: ListenerEntry | SharedListenerEntry, where: str) -> OAuthSettings | None:
+    """The ``oauth_*`` keys of the configuration file's listener table ``where``, or ``None``.
+
+    A server's own listener and a shared one take the same keys, read as the command line's options.
+
+    Raises:
+        ConfigError: as :func:`build_oauth`, naming the key (``{where}.oauth_issuer``...).
+    """
+    return build_oauth(
+        issuers=entry.oauth_issuer,
+        audiences=entry.oauth_audience,
+        scopes=entry.oauth_scope,
+        introspection=entry.oauth_introspection,
+        client_file=entry.oauth_client_file,
+        name=lambda key: f"{where}.{key}",
+    )
 
 
 def read_client_file(path: str, where: str) -> tuple[str, str]:
