@@ -1,6 +1,6 @@
 """One busy legacy HTTP session through a client connection pool (issue 15's 'client-too-slow').
 
-Starts ``python -m bridge --listen http://127.0.0.1:0/mcp -- python bridge/example_server.py``
+Starts ``python -m bridge --listen http://127.0.0.1:0/mcp -- python -m bridge.example_server``
 from ``--tree`` (a checkout of this repository, so an older commit can be measured the same way),
 initialises one legacy session with raw HTTP, then has ``--workers`` tasks POST ``tools/call``
 requests on it through one ``httpx.AsyncClient`` pool (``--max-connections``,
@@ -149,7 +149,7 @@ async def main(options: argparse.Namespace) -> dict[str, Any]:
     tree = Path(options.tree).resolve()
     argv = [
         options.python, "-m", "bridge", "--listen", "http://127.0.0.1:0/mcp", *options.bridge_arg,
-        "--", options.python, str(tree / "bridge" / "example_server.py"),
+        "--", options.python, "-m", "bridge.example_server",  # from the tree: its cwd
     ]  # fmt: skip
     if options.bridge_cpu:
         argv = ["taskset", "-c", options.bridge_cpu, *argv]

@@ -6,7 +6,7 @@ Run from the repository root::
     python bench/many_servers.py [--quick] [--rows bridge-one-port,bridge-10-ports,...]
                                  [--servers 10] [--clients 50] [--calls 200] [--out FILE.json]
 
-Rows (every server is ``python bridge/example_server.py``, this interpreter, as in bench/run.py):
+Rows (every server is ``python bridge/example_server``, this interpreter, as in bench/run.py):
 
 * ``bridge-one-port``: ``python -m bridge --config FILE``, the file declaring one shared listener
   (``[listeners.public]``, ``127.0.0.1:0``) and SERVERS servers mounted on it at
@@ -32,12 +32,14 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import procfs
+import relays
 import targets
 from scenarios import _Client, _drive
 from streamable_http import http_connect
@@ -51,7 +53,7 @@ INDEX_POLL_S = 0.1  # between looks at the shared listener's index while its ser
 ROWS = ("bridge-one-port", "bridge-10-ports", "supergateway-http-10", "mcp-proxy-npm-10", "mcp-proxy-py-10")
 
 
-class OnePortTarget(targets.RelayTarget):
+class OnePortTarget(relays.RelayTarget):
     """One mcp-bridge process, ``servers`` servers mounted on one shared HTTP listener."""
 
     def __init__(self, servers: int) -> None:
@@ -60,34 +62,32 @@ class OnePortTarget(targets.RelayTarget):
 
     def _command(self) -> list[str]:
         config = Path(self._tempdir) / "servers.toml"
-        text = f'[listeners.public]\nkind = "http"\naddress = "{targets.LOOPBACK}:0"\n'
-        limit = targets.BRIDGE_MAX_MESSAGE  # as bench/run.py's bridge rows (and bridge-10-ports) have
+        text = f'[listeners.public]\nkind = "http"\naddress = "{relays.LOOPBACK}:0"\n'
+        limit = relays.BRIDGE_MAX_MESSAGE  # as bench/run.py's bridge rows (and bridge-10-ports) have
         for name in self.names:
             text += (
-                f"[servers.{name}]\ncommand = {json.dumps(targets.SERVER_COMMAND)}\n"
+                f"[servers.{name}]\ncommand = {json.dumps(relays.SERVER_COMMAND)}\n"
                 f'child = "shared"\n[[servers.{name}.listeners]]\nshared = "public"\n'
                 f'[servers.{name}.limits]\nmax_message = "{limit}"\nmax_child_message = "{limit}"\n'
             )
         config.write_text(text)
-        return [targets.PYTHON, "-m", "bridge", "--config", str(config)]
+        return [relays.PYTHON, "-m", "bridge", "--config", str(config)]
 
     def _ready_pattern(self):
-        return targets.re.compile(
-            rf"listening on http://{targets.re.escape(targets.LOOPBACK)}:(\d+)/servers/"
-        )
+        return re.compile(rf"listening on http://{re.escape(relays.LOOPBACK)}:(\d+)/servers/")
 
     def start(self) -> None:
         """Started once the first server is mounted; ready once the index lists all serving."""
         super().start()
         index = f"http://{self.address[0]}:{self.address[1]}/servers"
-        deadline = time.monotonic() + targets.READY_TIMEOUT_S
+        deadline = time.monotonic() + relays.READY_TIMEOUT_S
         while True:
-            with urllib.request.urlopen(index, timeout=targets.READY_TIMEOUT_S) as response:
+            with urllib.request.urlopen(index, timeout=relays.READY_TIMEOUT_S) as response:
                 states = {entry["name"]: entry["state"] for entry in json.load(response)["servers"]}
             if all(states.get(name) == "serving" for name in self.names):
                 return
             if time.monotonic() > deadline:
-                raise BenchError(f"not every server serving within {targets.READY_TIMEOUT_S:g} s: {states}")
+                raise BenchError(f"not every server serving within {relays.READY_TIMEOUT_S:g} s: {states}")
             time.sleep(INDEX_POLL_S)
 
     def connects(self) -> list:
@@ -97,12 +97,11 @@ class OnePortTarget(targets.RelayTarget):
         ]
 
 
-def separate_targets(row: str, servers: int) -> list[targets.RelayTarget]:
+def separate_targets(row: str, servers: int) -> list[relays.RelayTarget]:
     """``servers`` processes of one kind, a port and one server each."""
     if row == "bridge-10-ports":
         return [
-            targets.RelayTarget(f"bridge-{n}", "http", "bridge", ("--child", "shared"))
-            for n in range(servers)
+            relays.RelayTarget(f"bridge-{n}", "http", "bridge", ("--child", "shared")) for n in range(servers)
         ]
     peer = row.removesuffix("-10")
     return [targets.make_target(peer) for _ in range(servers)]

@@ -5,7 +5,7 @@ Run from the repository root::
     python bench/run.py [--quick] [--out bench/results/latest.json] [--rows bridge-unix,bridge-tcp]
                         [--scenarios sequential,pipelined]
 
-Rows (all serve ``python bridge/example_server.py``, with this interpreter, one child per session
+Rows (all serve ``python bridge/example_server``, with this interpreter, one child per session
 but in ``bridge-shared``, ``bridge-http-2026``, the supergateway-ws rows and the mcp-proxy rows):
 
 * ``direct``       the client spawns the server and talks over its stdin/stdout: the limit;
@@ -86,8 +86,9 @@ from pathlib import Path
 import report
 import scenarios
 import startup
+from relays import REPO, SOCAT
 from scenarios import Counts
-from targets import BASELINE_SUFFIX, REPO, SOCAT, TARGET_NAMES, make_target
+from targets import BASELINE_SUFFIX, TARGET_NAMES, make_target
 
 MiB = 1 << 20
 FULL = Counts(

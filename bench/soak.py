@@ -21,6 +21,7 @@ from typing import Any
 
 import soak_clients
 import soak_faults
+import soak_http_clients
 import trio
 from soak_bridge import DRAIN_BUDGET_S, SoakBridge
 from soak_report import checks, print_table, summary
@@ -110,7 +111,9 @@ async def run_load(
         else:
             host, port, path = host_port(address)
             client = (
-                soak_clients.http_legacy_client if kind == "http-legacy" else soak_clients.http_modern_client
+                soak_http_clients.http_legacy_client
+                if kind == "http-legacy"
+                else soak_http_clients.http_modern_client
             )
             nursery.start_soon(guarded, tally, client, host, port, path, tally, seed, stop_at)
     if kind == "stream":

@@ -19,7 +19,7 @@ import procfs
 import trio
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLE_SERVER = [sys.executable, str(REPO / "bridge" / "example_server.py")]
+EXAMPLE_SERVER = [sys.executable, str(REPO / "bridge" / "example_server")]
 READY_TIMEOUT_S = 30.0  # how long a bridge may take to listen (auto mode probes its child first)
 # SIGTERM must stop the bridge within its drain budget: --drain-timeout (10 s) for requests in
 # flight, then each child's stop (--stop-stdin-timeout 2 s, --stop-term-timeout 2 s), plus 4 s of

@@ -24,7 +24,7 @@ import trio
 import channels
 from bridge import ChildSpec, ServeConfig, open_bridge
 
-EXAMPLE_SERVER = Path(__file__).resolve().parent.parent / "bridge" / "example_server.py"
+EXAMPLE_SERVER = Path(__file__).resolve().parent.parent / "bridge" / "example_server"
 
 
 @channels.register_address_kind

@@ -17,7 +17,7 @@ import trio
 
 from bridge import ChildSpec, ServeConfig, open_bridge
 
-EXAMPLE_SERVER = Path(__file__).resolve().parent.parent / "bridge" / "example_server.py"
+EXAMPLE_SERVER = Path(__file__).resolve().parent.parent / "bridge" / "example_server"
 
 
 async def main(socket_path: str) -> None:

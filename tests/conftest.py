@@ -29,7 +29,7 @@ from bridge import ChildSpec, Daemon, Limits, ServeConfig
 from channels import ConnectOptions, ListenOptions, MessageChannel, MessageListener, parse_address
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLE_SERVER = REPO / "bridge" / "example_server.py"
+EXAMPLE_SERVER = REPO / "bridge" / "example_server"  # a package; its directory runs as a script
 
 
 @pytest.hookimpl(wrapper=True)

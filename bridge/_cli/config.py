@@ -29,7 +29,7 @@ from .._ops.plan import FleetPlan, Mount, SharedListener
 from .._relay.scopes import ToolScopes, tool_rules
 from .loaders import load_resource_metadata, load_tokens
 from .mcp_servers import DEFAULT_SOCKET_DIR, from_mcp_servers, listen_on
-from .oauth_options import build_oauth, check_audience
+from .oauth_options import check_audience, oauth_keys
 from .sandbox_options import sandbox_paths
 from .schema import (
     CHILD_MODES,
@@ -188,14 +188,7 @@ def _oauth(entry: ListenerEntry, where: str) -> OAuthSettings | None:
     Raises:
         ConfigError: as the command line's options, naming the field.
     """
-    oauth = build_oauth(
-        issuers=entry.oauth_issuer,
-        audiences=entry.oauth_audience,
-        scopes=entry.oauth_scope,
-        introspection=entry.oauth_introspection,
-        client_file=entry.oauth_client_file,
-        name=lambda key: f"{where}.{key}",
-    )
+    oauth = oauth_keys(entry, where)
     if oauth is None or oauth.audiences or entry.kind != "fd":
         return oauth
     if entry.protocol != "http":

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import re
-import stat
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels import Address, ListenError, OAuthSettings, resolve_audience
+from channels import Address, CredentialError, ListenError, OAuthSettings, resolve_audience
+from channels._core.auth import read_private_lines  # the token files' rule, for the client file
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from .schema import ListenerEntry, SharedListenerEntry
 
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), printable ASCII but space, " and \.
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
@@ -185,6 +188,24 @@ def _loopback_host(host: str) -> bool:
         return False
 
 
+def oauth_keys(entry: ListenerEntry | SharedListenerEntry, where: str) -> OAuthSettings | None:
+    """The ``oauth_*`` keys of the configuration file's listener table ``where``, or ``None``.
+
+    A server's own listener and a shared one take the same keys, read as the command line's options.
+
+    Raises:
+        ConfigError: as :func:`build_oauth`, naming the key (``{where}.oauth_issuer``...).
+    """
+    return build_oauth(
+        issuers=entry.oauth_issuer,
+        audiences=entry.oauth_audience,
+        scopes=entry.oauth_scope,
+        introspection=entry.oauth_introspection,
+        client_file=entry.oauth_client_file,
+        name=lambda key: f"{where}.{key}",
+    )
+
+
 def read_client_file(path: str, where: str) -> tuple[str, str]:
     """The client id and secret in ``path``: the first two lines (blank and ``#`` lines skipped).
 
@@ -194,18 +215,9 @@ def read_client_file(path: str, where: str) -> tuple[str, str]:
         ConfigError: unreadable, readable by others, or not two lines; never showing the secret.
     """
     try:
-        with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
-            data = file.read()
-    except OSError as exc:
-        raise ConfigError(f"{where} {path}: {exc.strerror}") from None
-    if mode & stat.S_IROTH:
-        raise ConfigError(f"{where} {path} is readable by other users; run: chmod o-rwx {path}")
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where} {path}: not UTF-8 text") from None
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        lines = [line for _, line in read_private_lines(path, where)]
+    except CredentialError as exc:
+        raise ConfigError(str(exc)) from None
     if len(lines) != 2:
         raise ConfigError(
             f"{where} {path}: expected two lines, the client id then the client secret; found {len(lines)}"

@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from .._limits import parse_duration
 from .._ops.plan import FleetPlan, SharedListener
 from .loaders import load_tokens
-from .oauth_options import build_oauth, check_audience
+from .oauth_options import check_audience, oauth_keys
 from .schema import (
     HTTP_MOUNT_FIELDS,
     MOUNT_FIELDS,
@@ -111,14 +111,7 @@ def _shared_listener(entry: SharedListenerEntry, where: str) -> SharedListener:
         parsed = parse_address(f"{url}{entry.prefix}")
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    oauth = build_oauth(
-        issuers=entry.oauth_issuer,
-        audiences=entry.oauth_audience,
-        scopes=entry.oauth_scope,
-        introspection=entry.oauth_introspection,
-        client_file=entry.oauth_client_file,
-        name=lambda key: f"{where}.{key}",
-    )
+    oauth = oauth_keys(entry, where)
     check_audience(oauth, parsed, where)
     options = ListenOptions(
         tokens=load_tokens(entry.token_file, entry.token_env, entry.token_credential),

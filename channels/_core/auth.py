@@ -126,24 +126,39 @@ def _check_token(token: str, label: str) -> None:
         raise CredentialError(f"{label}: token is shorter than {MIN_TOKEN_LENGTH} characters; {TOKEN_HINT}")
 
 
-def _read_file(path: str) -> list[tuple[str, str]]:
-    """``(token, label)`` for each token line of ``path`` (see :func:`tokens_from_file`)."""
+def read_private_lines(path: str, what: str) -> list[tuple[int, str]]:
+    """The lines of ``path`` that hold something, stripped, with their numbers (from 1).
+
+    Blank lines and ``#`` comments are skipped. The file holds secrets (tokens, a client secret),
+    so it must not be readable by other users, like ssh's rule for private keys. Messages name it
+    as ``{what} {path}`` and never show what it holds.
+
+    Raises:
+        CredentialError: it cannot be read, is readable by other users, or is not UTF-8 text.
+    """
     try:
         with open(path, "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
             data = file.read()
     except OSError as exc:
-        raise CredentialError(f"token file {path}: {exc.strerror}") from None
+        raise CredentialError(f"{what} {path}: {exc.strerror}") from None
     if mode & stat.S_IROTH:
-        raise CredentialError(f"token file {path} is readable by other users; run: chmod o-rwx {path}")
+        raise CredentialError(f"{what} {path} is readable by other users; run: chmod o-rwx {path}")
     try:
         text = data.decode()
     except UnicodeDecodeError:
-        raise CredentialError(f"token file {path}: not UTF-8 text") from None
-    tokens = [
-        (line.strip(), f"token file {path} line {number}")
+        raise CredentialError(f"{what} {path}: not UTF-8 text") from None
+    return [
+        (number, line.strip())
         for number, line in enumerate(text.splitlines(), start=1)
         if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _read_file(path: str) -> list[tuple[str, str]]:
+    """``(token, label)`` for each token line of ``path`` (see :func:`tokens_from_file`)."""
+    tokens = [
+        (line, f"token file {path} line {number}") for number, line in read_private_lines(path, "token file")
     ]
     if not tokens:
         raise CredentialError(f"token file {path} holds no token; {TOKEN_HINT}")

@@ -59,8 +59,13 @@ class Rejection:
 
 
 def header_values(headers: Headers, name: bytes) -> list[bytes]:
-    """Every value of header ``name`` (lower-case), in order."""
-    return [value for key, value in headers if key.lower() == name]
+    """Every value of header ``name``, in order.
+
+    ``name`` is lower-case, as every name in ``headers`` is: the HTTP request parser and the
+    WebSocket upgrade lower-case them once as they read them (field names are case-insensitive,
+    RFC 9110 §5.1), so none is lowered again here.
+    """
+    return [value for key, value in headers if key == name]
 
 
 def hostname_of(host: str) -> str:

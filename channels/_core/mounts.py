@@ -103,6 +103,23 @@ def check_mount_path(path: str, what: str = "mount path") -> str | None:
     return None
 
 
+def mount_path(host: str, prefix: str, name: str, path: str | None, leaf: str) -> str:
+    """Where server ``name`` mounts on the host at ``host``: ``path``, or ``{prefix}/{name}/{leaf}``.
+
+    Raises:
+        ListenError: ``name`` fails :func:`check_server_name`, or the path :func:`check_mount_path`
+            (named with the host's address).
+    """
+    problem = check_server_name(name)
+    if problem is None:
+        path = f"{prefix}/{name}/{leaf}" if path is None else path
+        problem = check_mount_path(path)
+    if problem is not None:
+        raise ListenError(f"{host}: {problem}")
+    assert path is not None
+    return path
+
+
 Owner = TypeVar("Owner")
 Route = TypeVar("Route")
 

@@ -35,8 +35,8 @@ from .._core.address import AddressError
 from .._core.channel import MessageChannel
 from .._core.jsonrpc import JSONObject
 from .._core.listener import Incoming, MessageListener
-from .._core.mounts import MountAddress, check_mount_path, check_server_name
-from .._core.options import ConnectOptions, ListenError, ListenOptions
+from .._core.mounts import MountAddress, check_mount_path, mount_path
+from .._core.options import ConnectOptions, ListenOptions
 from .._sockets.activation import listen_only
 from .._sockets.tcp import check_exposure
 from .address import http_service
@@ -147,14 +147,7 @@ class HttpHost:
             ListenError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
                 not an absolute path of safe segments (no dot segments, no ``%``, no query).
         """
-        problem = check_server_name(name)
-        if problem is None:
-            path = f"{self.prefix}/{name}/mcp" if path is None else path
-            problem = check_mount_path(path)
-        if problem is not None:
-            raise ListenError(f"{self._address}: {problem}")
-        assert path is not None
-        return HttpMountAddress(self, name, path)
+        return HttpMountAddress(self, name, mount_path(self._address, self.prefix, name, path, "mcp"))
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> NoReturn:
         """Accept and serve connections until cancelled; ``task_status.started()`` once accepting.

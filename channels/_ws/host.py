@@ -38,10 +38,10 @@ from .._core.mounts import (
     MountAddress,
     MountTable,
     check_mount_path,
-    check_server_name,
+    mount_path,
     unsafe_target,
 )
-from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
+from .._core.options import ConnectOptions, ListenOptions, TcpKeepalive
 from .._core.tlscontext import ServerTls
 from .._core.tlsstream import TLS_STREAMS
 from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
@@ -179,14 +179,7 @@ class WebSocketHost:
             ListenError: ``name`` is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,63}``, or ``path`` is
                 not an absolute path of safe segments (no dot segments, no ``%``, no query).
         """
-        problem = check_server_name(name)
-        if problem is None:
-            path = f"{self.prefix}/{name}/ws" if path is None else path
-            problem = check_mount_path(path)
-        if problem is not None:
-            raise ListenError(f"{self._address}: {problem}")
-        assert path is not None
-        return WebSocketMountAddress(self, name, path)
+        return WebSocketMountAddress(self, name, mount_path(self._address, self.prefix, name, path, "ws"))
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> NoReturn:
         """Accept and route upgrades until cancelled; ``task_status.started()`` once accepting.

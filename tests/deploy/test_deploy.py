@@ -669,7 +669,7 @@ def test_the_dockerfile_copies_all_that_pyproject_needs_to_build_the_package() -
     instructions = dockerfile_instructions()
     assert ("RUN", "pip install --no-cache-dir . && rm -rf /tmp/mcp-bridge") in instructions
     # The image's configuration runs the example server from the installed package.
-    assert (REPO / "bridge" / "example_server.py").is_file()
+    assert (REPO / "bridge" / "example_server" / "__main__.py").is_file()
     config = tomllib.loads((DEPLOY / "config.toml").read_text())
     assert config["servers"]["example"]["command"] == ["python3", "-m", "bridge.example_server"]
 

@@ -1,6 +1,6 @@
 """Three different servers on one shared listener, each used by both official SDKs' clients at once.
 
-    Python SDK + TypeScript SDK --/servers/example/mcp---\\                     /-- bridge/example_server.py
+    Python SDK + TypeScript SDK --/servers/example/mcp---\\                     /-- bridge/example_server
     Python SDK + TypeScript SDK --/servers/modern/mcp----- mcp-bridge --config -- tests/sdk_server.py
     Python SDK + TypeScript SDK --/servers/everything/mcp/  (one port)          \\-- server-everything (Node)
 

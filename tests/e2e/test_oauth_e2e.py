@@ -33,7 +33,7 @@ from rawhttp import post
 
 TIMEOUT = 60  # the provider, the bridge and its child start; a discovery and a few calls
 SCOPE = "mcp:tools"
-EXAMPLE = str(REPO / "bridge" / "example_server.py")
+EXAMPLE = str(REPO / "bridge" / "example_server")
 
 
 class MemoryStorage:

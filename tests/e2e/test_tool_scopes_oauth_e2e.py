@@ -1,7 +1,7 @@
 """Per-tool scopes end to end: real OAuth tokens, the bridge process, two clients on ONE shared child.
 
     SDK client, token scope "mcp:tools"           --\
-                                                     >-- mcp-bridge --child shared --> example_server.py
+                                                     >-- mcp-bridge --child shared --> example_server
     SDK client, token scope "mcp:tools mcp:admin" --/    --oauth-issuer (oidc-provider)
                                                          --oauth-scope mcp:tools
                                                          --tool-scope add=mcp:admin
@@ -36,7 +36,7 @@ from conftest import REPO, BridgeProcess, bridge_process
 from rawhttp import RawHttp, post
 
 TIMEOUT = 60  # the provider, the bridge and its child start; a handful of calls per client
-EXAMPLE = str(REPO / "bridge" / "example_server.py")
+EXAMPLE = str(REPO / "bridge" / "example_server")
 SCOPE = "mcp:tools"  # every request needs it (--oauth-scope)
 ADMIN = "mcp:admin"  # the guarded tool needs it too (--tool-scope)
 GUARDED = "add"

@@ -29,10 +29,16 @@ def toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(item) for item in items) + "]"
 
 
-def two_servers(directory: Path) -> Path:
+def token_file(directory: Path, token: str) -> Path:
+    """``directory/tokens`` holding ``token``, readable by its owner only (as token files must be)."""
     tokens = directory / "tokens"
-    tokens.write_text(TOKEN + "\n")
+    tokens.write_text(token + "\n")
     tokens.chmod(0o600)
+    return tokens
+
+
+def two_servers(directory: Path) -> Path:
+    tokens = token_file(directory, TOKEN)
     config = directory / "bridge.toml"
     config.write_text(f"""
 [servers.alpha]

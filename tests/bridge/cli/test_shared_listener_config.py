@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import trio
-from test_config import run_bridge_check, toml_list
+from test_config import SERVER, run_bridge_check, token_file, toml_list
 
 from bridge._cli.config import plan, read
 from bridge._cli.fleet_file import read_config
@@ -17,17 +16,12 @@ from bridge._cli.serve import servers_to_run
 from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
 
-from conftest import EXAMPLE_SERVER
-
 TIMEOUT = 20
 TOKEN = "shared-listener-token-0123456789"
-SERVER = [sys.executable, str(EXAMPLE_SERVER)]
 
 
 def three_servers(directory: Path, extra: str = "") -> Path:
-    tokens = directory / "tokens"
-    tokens.write_text(TOKEN + "\n")
-    tokens.chmod(0o600)
+    tokens = token_file(directory, TOKEN)
     config = directory / "bridge.toml"
     config.write_text(f"""
 [listeners.public]
@@ -186,9 +180,7 @@ def test_an_mcp_servers_json_with_listen_http_mounts_every_server_on_that_port_i
 
 
 def test_listen_beside_config_takes_one_http_url_and_its_tokens_guard_every_server(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text(TOKEN + "\n")
-    tokens.chmod(0o600)
+    tokens = token_file(tmp_path, TOKEN)
     argv = [
         "--config",
         str(desktop_file(tmp_path)),

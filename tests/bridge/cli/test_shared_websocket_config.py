@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import trio
-from test_config import run_bridge_check, toml_list
+from test_config import SERVER, run_bridge_check, token_file, toml_list
 from test_shared_listener_config import desktop_file
 
 from bridge._cli.config import plan, read
@@ -17,17 +16,12 @@ from bridge._cli.serve import servers_to_run
 from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
 
-from conftest import EXAMPLE_SERVER
-
 TIMEOUT = 20
 TOKEN = "shared-websocket-token-0123456789"
-SERVER = [sys.executable, str(EXAMPLE_SERVER)]
 
 
 def websocket_servers(directory: Path, extra: str = "", listener: str = "") -> Path:
-    tokens = directory / "tokens"
-    tokens.write_text(TOKEN + "\n")
-    tokens.chmod(0o600)
+    tokens = token_file(directory, TOKEN)
     config = directory / "bridge.toml"
     config.write_text(f"""
 [listeners.sockets]
@@ -131,9 +125,7 @@ def test_a_servers_path_on_a_websocket_listener_may_be_its_prefix_since_it_has_n
 def test_an_mcp_servers_json_with_listen_ws_mounts_every_server_at_its_ws_path_with_the_tokens(
     tmp_path: Path,
 ) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text(TOKEN + "\n")
-    tokens.chmod(0o600)
+    tokens = token_file(tmp_path, TOKEN)
     argv = [
         "--config",
         str(desktop_file(tmp_path)),

@@ -69,7 +69,7 @@ def test_hostname_of_strips_port_brackets_case_and_trailing_dot(value: str, name
 
 
 def test_header_values_are_every_value_of_a_name_in_order() -> None:
-    headers = [(b"origin", b"a"), (b"x", b"y"), (b"Origin", b"b")]
+    headers = [(b"origin", b"a"), (b"x", b"y"), (b"origin", b"b")]  # names lower-case, as parsed
     assert header_values(headers, b"origin") == [b"a", b"b"]
     assert header_values(headers, b"missing") == []
 
@@ -214,7 +214,7 @@ def test_a_request_without_origin_passes() -> None:
 
 def test_two_origin_headers_are_refused_even_when_both_are_allowed() -> None:
     outcome = loopback().check(
-        "localhost", [(b"origin", b"http://localhost"), (b"Origin", b"http://localhost")]
+        "localhost", [(b"origin", b"http://localhost"), (b"origin", b"http://localhost")]
     )
     assert isinstance(outcome, Rejection)
     assert outcome.status == 403 and "more than one Origin" in outcome.message

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import trio
-from test_http import LEGACY, RESUMING, Session, http_bridge, initialize, open_session
+from test_http import LEGACY, MODERN, RESUMING, TOKEN, Session, http_bridge, initialize, modern, open_session
 
 from bridge import Limits
+from channels import TokenSet
 from channels._http.server.request import read_ready
 
 from conftest import call, poll
@@ -238,3 +239,39 @@ async def test_keep_alive_requests_after_the_first_are_each_answered_once_and_in
                     assert [reply["id"] for reply in response.messages()] == [number]
             finally:
                 await client.aclose()
+
+
+# -- header names -----------------------------------------------------------------------------------
+
+
+async def test_header_names_in_any_case_reach_every_check_as_the_same_headers() -> None:
+    # Field names are case-insensitive (RFC 9110 §5.1): the request parser lower-cases them once,
+    # and every check after it compares them as they come (channels/_core/guard.py header_values).
+    # A name left as sent would be missing to its check: no Host (400), no token (401), no Accept
+    # (406), no Content-Type (415), no MCP-Method (400), an Origin let through.
+    message = modern(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    shouted = [
+        ("HOST", "127.0.0.1"),
+        ("AUTHORIZATION", f"Bearer {TOKEN}"),
+        ("aCCEPT", "application/json, text/event-stream"),
+        ("Content-TYPE", "application/json"),
+        ("MCP-PROTOCOL-VERSION", MODERN),
+        ("Mcp-Method", "tools/call"),
+        ("MCP-NAME", "echo"),
+    ]
+    with trio.fail_after(TIMEOUT):
+        async with http_bridge(child_mode="shared", tokens=TokenSet.of([(TOKEN, "test")])) as port:
+            answers = []
+            for extra in ([], [("ORIGIN", "http://attacker.example")]):
+                client = await RawHttp.open(port)
+                try:
+                    answers.append(
+                        await client.request("POST", "/mcp", [*shouted, *extra], message, host=None)
+                    )
+                finally:
+                    await client.aclose()
+    answered, refused = answers
+    assert answered.status == 200, answered
+    assert answered.messages()[0]["result"]["content"][0]["text"] == "hi"
+    assert refused.status == 403, refused
+    assert refused.json()["error"]["data"]["reason"] == "origin-not-allowed"

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from contextlib import asynccontextmanager
 
 import attrs
 import pytest
 import trio
+from hosting import LEGACY, echo_handler, initialize, serving_daemons
 from oidc import authorization_server
 
-from bridge import ChildSpec, Daemon, ServeConfig
+from bridge import Daemon
 from channels import (
     HttpHost,
     HttpOptions,
-    Incoming,
     ListenError,
     ListenOptions,
     OAuthSettings,
@@ -30,18 +29,12 @@ from channels import (
     connect,
 )
 
-from conftest import call, example_server, poll, request
+from conftest import call
 from rawhttp import POST_HEADERS, RawHttp, Response, post
 
 TIMEOUT = 30  # three daemons with their children, and a few dozen requests
-LEGACY = "2025-06-18"
 TOKEN = "host-test-token-Qm4vX8sLp2RtK7wZ"
 INDEX_TOKEN = "host-index-token-Hj3nB6cVr9TyE2uM"
-
-
-def initialize(request_id: Any = 1) -> dict[str, Any]:
-    params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    return request(request_id, "initialize", params)
 
 
 def bearer(token: str) -> list[tuple[str, str]]:
@@ -61,26 +54,8 @@ async def hosted(
 ) -> AsyncIterator[Hosted]:
     """A host on 127.0.0.1:0 with one daemon per entry of ``servers``, mounted under its name."""
     host = await HttpHost.open("http://127.0.0.1:0", host_options or ListenOptions(), index=index)
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(host.serve)
-            daemons = {}
-            async with AsyncExitStack() as stack:
-                for name, options in servers.items():
-                    config = ServeConfig(
-                        listen=(host.mount_address(name),),
-                        child=ChildSpec(argv=example_server()),
-                        listen_options=options,
-                    )
-                    daemon = Daemon(config)
-                    await nursery.start(daemon.run)
-                    stack.callback(daemon.stop)
-                    daemons[name] = daemon
-                yield Hosted(host, int(host.address.rsplit(":", 1)[1]), daemons)
-            await poll(lambda: not host.mounts)  # each daemon closed its listener: unmounted
-            nursery.cancel_scope.cancel()
-    finally:
-        await host.aclose()
+    async with serving_daemons(host, servers) as daemons:
+        yield Hosted(host, int(host.address.rsplit(":", 1)[1]), daemons)
 
 
 async def open_session(port: int, path: str, headers: list[tuple[str, str]] | None = None) -> str:
@@ -249,29 +224,16 @@ async def test_the_index_turned_off_answers_404() -> None:
 # -- mounting and unmounting -------------------------------------------------------------------------
 
 
-async def _echo_handler(incoming: Incoming) -> None:
-    """Answer every request with an empty result (initialize with a legacy version's)."""
-    async with incoming.establish() as channel:
-        while True:
-            try:
-                message = await channel.receive()
-            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if "id" in message and "method" in message:
-                result = {"protocolVersion": LEGACY, "capabilities": {}, "serverInfo": {"name": "e"}}
-                await channel.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-
-
 @asynccontextmanager
 async def echo_host(*names: str) -> AsyncIterator[int]:
-    """A host on 127.0.0.1:0 with ``names`` mounted, each served by :func:`_echo_handler`; its port."""
+    """A host on 127.0.0.1:0 with ``names`` mounted, each served by :func:`echo_handler`; its port."""
     host = await HttpHost.open("http://127.0.0.1:0", ListenOptions())
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(host.serve)
             for name in names:
                 [listener] = await host.mount_address(name).listen(ListenOptions())
-                await nursery.start(listener.serve, _echo_handler, nursery)
+                await nursery.start(listener.serve, echo_handler, nursery)
             yield int(host.address.rsplit(":", 1)[1])
             nursery.cancel_scope.cancel()
     finally:
@@ -287,7 +249,7 @@ async def test_unmounting_ends_the_mounts_sessions_and_streams_and_its_paths_404
             listeners = {}
             for name in ("alpha", "beta"):
                 [listener] = await host.mount_address(name).listen(ListenOptions())
-                await nursery.start(listener.serve, _echo_handler, nursery)
+                await nursery.start(listener.serve, echo_handler, nursery)
                 listeners[name] = listener
             alpha = await open_session(port, "/servers/alpha/mcp")
             beta = await open_session(port, "/servers/beta/mcp")

@@ -1,6 +1,6 @@
 """HTTP edges met by the official Python ``mcp`` SDK's client, not by a hand-written one.
 
-    SDK Client --Streamable HTTP--> mcp-bridge --stdio--> bridge/example_server.py (tests/sdk_server.py)
+    SDK Client --Streamable HTTP--> mcp-bridge --stdio--> bridge/example_server (tests/sdk_server.py)
 
 ``test_http_edges.py`` checks these edges on the wire with a raw client; here the client is the
 SDK's ``Client`` over its ``streamable_http_client`` (request ids made strings by ``sdkhttp.py``),

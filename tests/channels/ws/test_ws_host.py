@@ -13,19 +13,18 @@ import base64
 import json
 import os
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
 import pytest
 import trio
+from hosting import LEGACY, echo_handler, initialize, serving_daemons
 from oidc import authorization_server
 from trio_websocket import ConnectionClosed, ConnectionRejected, WebSocketConnection, open_websocket_url
 
-from bridge import ChildSpec, Daemon, ServeConfig
 from channels import (
     ConnectOptions,
-    Incoming,
     ListenError,
     ListenOptions,
     OAuthSettings,
@@ -34,16 +33,10 @@ from channels import (
     connect,
 )
 
-from conftest import call, example_server, poll, request
+from conftest import call
 
 TIMEOUT = 30  # three daemons with their children, and a few dozen upgrades
-LEGACY = "2025-06-18"
 TOKEN = "ws-host-test-token-Vb7nQ2xLk9PwR4tZ"
-
-
-def initialize(request_id: Any = 1) -> dict[str, Any]:
-    params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    return request(request_id, "initialize", params)
 
 
 def bearer(token: str) -> list[tuple[bytes, bytes]]:
@@ -63,24 +56,8 @@ class Hosted:
 async def hosted(servers: dict[str, ListenOptions]) -> AsyncIterator[Hosted]:
     """A host on 127.0.0.1:0 with one daemon per entry of ``servers``, mounted under its name."""
     host = await WebSocketHost.open("ws://127.0.0.1:0", ListenOptions())
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(host.serve)
-            async with AsyncExitStack() as stack:
-                for name, options in servers.items():
-                    config = ServeConfig(
-                        listen=(host.mount_address(name),),
-                        child=ChildSpec(argv=example_server()),
-                        listen_options=options,
-                    )
-                    daemon = Daemon(config)
-                    await nursery.start(daemon.run)
-                    stack.callback(daemon.stop)
-                yield Hosted(host, int(host.address.rsplit(":", 1)[1]))
-            await poll(lambda: not host.mounts)  # each daemon closed its listener: unmounted
-            nursery.cancel_scope.cancel()
-    finally:
-        await host.aclose()
+    async with serving_daemons(host, servers):
+        yield Hosted(host, int(host.address.rsplit(":", 1)[1]))
 
 
 async def echo_over(ws: WebSocketConnection, text: str) -> str:
@@ -198,19 +175,6 @@ async def test_a_websocket_mount_address_connects_as_a_client_and_equals_only_th
 # -- mounting and unmounting -------------------------------------------------------------------------
 
 
-async def _echo_handler(incoming: Incoming) -> None:
-    """Answer every request with an empty result (initialize with a legacy version's)."""
-    async with incoming.establish() as channel:
-        while True:
-            try:
-                message = await channel.receive()
-            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if "id" in message and "method" in message:
-                result = {"protocolVersion": LEGACY, "capabilities": {}, "serverInfo": {"name": "e"}}
-                await channel.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-
-
 async def test_unmounting_closes_the_mounts_websockets_with_1001_and_later_upgrades_404_while_others_go_on() -> (
     None
 ):
@@ -222,7 +186,7 @@ async def test_unmounting_closes_the_mounts_websockets_with_1001_and_later_upgra
             listeners = {}
             for name in ("alpha", "beta"):
                 [listener] = await host.mount_address(name).listen(ListenOptions())
-                await nursery.start(listener.serve, _echo_handler, nursery)
+                await nursery.start(listener.serve, echo_handler, nursery)
                 listeners[name] = listener
             async with (
                 open_websocket_url(f"ws://127.0.0.1:{port}/servers/alpha/ws") as alpha,
@@ -327,7 +291,7 @@ async def test_a_websocket_target_that_could_confuse_routing_is_refused_and_no_a
             async with trio.open_nursery() as nursery:
                 await nursery.start(host.serve)
                 [listener] = await host.mount_address("alpha").listen(ListenOptions())
-                await nursery.start(listener.serve, _echo_handler, nursery)
+                await nursery.start(listener.serve, echo_handler, nursery)
                 answered, body = await upgrade(port, target)
                 assert answered == status
                 assert body["error"]["code"] == -32000

@@ -1,36 +1,7 @@
-"""A small MCP server on stdio, standard library only.
+"""The example server's state and handlers: one ``on_<method>`` per JSON-RPC method.
 
-By default it serves both protocol eras: the legacy ``initialize`` handshake (2024-11-05 to
-2025-11-25) and the modern stateless era (2026-07-28, ``server/discover`` and per-request ``_meta``).
-It exists so that the README's quickstart has something to bridge, and so that the tests and the
-benchmark have a real child process whose faults can be switched on from the command line::
-
-    python3 bridge/example_server.py [--crash-after N] [--junk-every N] [--stderr-flood N]
-                                     [--ignore-stdin-eof] [--ignore-sigterm] [--close-stdout-after N]
-                                     [--crash-once-file PATH] [--era {dual,legacy,modern}]
-                                     [--discover-hang]
-
-``--era`` picks which eras it serves, for testing the bridge's era probe (``bridge/_shared/eras.py``):
-``dual`` (the default) serves both, as above; ``legacy`` is a 2025-11-25 server: it does not know
-``server/discover`` (``-32601`` Method not found, as for any unknown method) and ignores ``_meta``
-(no ``resultType`` in its results); ``modern`` is a 2026-07-28-only server: it answers
-``initialize`` with ``-32022`` UnsupportedProtocolVersion naming its versions in
-``data.supported`` (and the client's in ``data.requested``), and serves everything else as ``dual``
-does. ``--discover-hang`` never answers ``server/discover`` (a legacy server that drops unknown
-requests, for the probe's timeout) but goes on answering the requests that follow it.
-
-Tools: ``echo`` (``text`` → the same text), ``add`` (``a`` + ``b``), ``sleep`` (``seconds``, then
-"slept"; with a ``progressToken`` it first sends one progress notification, so a client knows the
-request has arrived), ``blob`` (``size`` → a text of that many bytes), ``progress`` (``steps`` progress
-notifications on the request's ``progressToken``, then "done"), ``ask_client`` (sends the client a
-request such as ``roots/list`` and answers with the client's answer), ``notify`` (sends a
-notification that belongs to no request, such as ``notifications/tools/list_changed``),
-``stats`` (what this process has seen: ``initialize`` requests, cancelled ids, tools called),
-``spawn_grandchild`` (starts a ``sleep`` in the server's process group and answers with its pid).
-``subscriptions/listen`` (2026-07-28) is acknowledged, sends one tagged update and ends at once.
-
-Requests are answered one at a time, in order. This file is run as a script, never imported by the
-bridge; it must stay importable on a bare Python 3.11 without the project's dependencies.
+It reads and writes stdin/stdout itself (blocking, one request at a time); ``__main__`` feeds it
+the lines of stdin and owns the process (signals, exit).
 """
 
 from __future__ import annotations
@@ -38,103 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from typing import Any
 
+from .tools import JSON, TOOLS, ToolError, text_result
+
 LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
 SERVER_INFO = {"name": "mcp-bridge-example", "version": "1.0.0"}
-
-TOOLS = [
-    {
-        "name": "echo",
-        "description": "Return the given text unchanged.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"text": {"type": "string"}},
-            "required": ["text"],
-        },
-    },
-    {
-        "name": "add",
-        "description": "Add two numbers.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-        },
-    },
-    {
-        "name": "sleep",
-        "description": "Wait the given number of seconds, then answer.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"seconds": {"type": "number"}},
-            "required": ["seconds"],
-        },
-    },
-    {
-        "name": "blob",
-        "description": "Return a text of the given size in bytes.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"size": {"type": "integer", "minimum": 0}},
-            "required": ["size"],
-        },
-    },
-    {
-        "name": "progress",
-        "description": "Send the given number of progress notifications, then answer.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"steps": {"type": "integer", "minimum": 0}},
-            "required": ["steps"],
-        },
-    },
-    {
-        "name": "ask_client",
-        "description": "Send the client a request (e.g. roots/list), wait for its answer, return it.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"method": {"type": "string"}},
-            "required": ["method"],
-        },
-    },
-    {
-        "name": "notify",
-        "description": "Send a notification that belongs to no request (e.g. a list change).",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"method": {"type": "string"}},
-            "required": ["method"],
-        },
-    },
-    {
-        "name": "stats",
-        "description": "What this process has seen: initialize requests, cancelled ids, tools called.",
-        "inputSchema": {"type": "object", "properties": {}},
-    },
-    {
-        "name": "spawn_grandchild",
-        "description": "Start a long sleep in this server's process group; answer with its pid.",
-        "inputSchema": {"type": "object", "properties": {}},
-    },
-]
-
-
-JSON = dict[str, Any]
-
-
-class ToolError(Exception):
-    """A tool call whose arguments are wrong: reported as an error result, as MCP asks."""
-
-
-def text_result(text: str) -> JSON:
-    """A successful ``tools/call`` result holding one text item."""
-    return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
 class Server:
@@ -376,73 +260,3 @@ def is_modern(params: JSON) -> bool:
     """Whether a request's ``params`` carry the 2026-07-28 protocol version in ``_meta``."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """Parse the command line (the fault switches the module docstring lists)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--crash-after",
-        type=int,
-        metavar="N",
-        help="answer N requests, then exit with status 3 when the next one arrives",
-    )
-    parser.add_argument(
-        "--crash-once-file",
-        metavar="PATH",
-        help="with --crash-after: crash only if PATH does not exist, creating it "
-        "(so the restarted process serves on)",
-    )
-    parser.add_argument(
-        "--modern-after-crash",
-        action="store_true",
-        help="with --crash-once-file: a process started after the crash serves "
-        "only the 2026-07-28 era (refuses initialize)",
-    )
-    parser.add_argument(
-        "--junk-every", type=int, metavar="N", help="write a non-JSON line to stdout before every Nth reply"
-    )
-    parser.add_argument(
-        "--stderr-flood", type=int, metavar="N", default=0, help="write N lines to stderr at start"
-    )
-    parser.add_argument("--ignore-stdin-eof", action="store_true", help="keep running after stdin closes")
-    parser.add_argument("--ignore-sigterm", action="store_true", help="ignore SIGTERM")
-    parser.add_argument(
-        "--close-stdout-after", type=int, metavar="N", help="close stdout after N replies but stay alive"
-    )
-    parser.add_argument(
-        "--era",
-        choices=("dual", "legacy", "modern"),
-        default="dual",
-        help="protocol eras served: both (default), only the initialize handshake, "
-        "or only the 2026-07-28 stateless era",
-    )
-    parser.add_argument(
-        "--discover-hang",
-        action="store_true",
-        help="never answer server/discover (later requests are answered)",
-    )
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Serve stdin until it ends (or forever, with ``--ignore-stdin-eof``); return the exit code."""
-    options = parse_args(sys.argv[1:] if argv is None else argv)
-    if options.modern_after_crash and options.crash_once_file and os.path.exists(options.crash_once_file):
-        options.era = "modern"
-    if options.ignore_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for number in range(options.stderr_flood):
-        sys.stderr.write(f"example server: stderr line {number}\n")
-    sys.stderr.flush()
-    server = Server(options)
-    for line in sys.stdin.buffer:
-        server.feed(line)
-    if options.ignore_stdin_eof:
-        while True:
-            time.sleep(3600)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
