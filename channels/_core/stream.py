@@ -18,6 +18,7 @@ from .channel import MessageChannel, PeerInfo
 from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
+    RECEIVE_SIZE,
     receive_fd_getter,
     receive_some,
     send_all_progressing,
@@ -70,6 +71,7 @@ class StreamChannel(MessageChannel):
     __slots__ = (
         "_broken",
         "_closed",
+        "_drained",
         "_eof",
         "_framer",
         "_nowait_limit",
@@ -111,6 +113,7 @@ class StreamChannel(MessageChannel):
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()
         self._eof = False
+        self._drained = False  # the last read returned less than it asked for (receive_some's wait_first)
         self._closed = False
         self._broken = False
         self.send_timeout = send_timeout
@@ -216,13 +219,15 @@ class StreamChannel(MessageChannel):
             if self._eof:
                 raise trio.EndOfChannel
             try:
-                data = await receive_some(self._stream, self._receive_fd)
+                data = await receive_some(self._stream, self._receive_fd, wait_first=self._drained)
             except trio.BrokenResourceError:
                 if self._closed:  # closed by another task meanwhile (TLS's goodbye can break)
                     raise trio.ClosedResourceError("channel was closed") from None
                 raise
             if self._closed:  # closed by another task while this one read
                 raise trio.ClosedResourceError("channel was closed")
+            # A short read emptied the kernel's buffer: the next one waits for bytes first.
+            self._drained = len(data) < RECEIVE_SIZE
             if data:
                 self.bytes_received += len(data)
                 self._pending.extend(self._framer.feed(data))
