@@ -14,7 +14,7 @@ from typing import final
 
 import trio
 
-from .channel import MessageChannel, PeerInfo
+from .channel import MessageChannel, PeerInfo, take_decoded
 from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
@@ -26,7 +26,7 @@ from .fdio import (
     write_now,
 )
 from .framing import LineFramer, Oversized
-from .jsonrpc import JSONObject, decode, decode_line, encode_lines, sniff_leading_id
+from .jsonrpc import JSONObject, decode_line, encode_lines, sniff_leading_id
 from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
@@ -187,26 +187,7 @@ class StreamChannel(MessageChannel):
             await self._fill()
         finally:
             self._receiving = False
-        items: list[JSONObject | ProtocolError] = []
-        lines: list[bytes | None] = []
-        pending = self._pending
-        while pending and len(items) < max_count:
-            item = pending.popleft()
-            if isinstance(item, Oversized):
-                items.append(self._too_large(item))
-                lines.append(None)
-                continue
-            self.last_message_bytes = len(item)
-            try:
-                message, line = decode_line(item)
-            except ProtocolError as exc:
-                exc.excerpt = item[:LOG_EXCERPT_BYTES]
-                items.append(exc)
-                lines.append(None)
-                continue
-            items.append(message)
-            lines.append(line)
-        return items, lines
+        return take_decoded(self._pending, max_count, self._decode_line)
 
     async def _fill(self) -> None:
         """Wait until a line is buffered: the reading part of :meth:`receive`, under its guard."""
@@ -277,11 +258,19 @@ class StreamChannel(MessageChannel):
         )
 
     def _decode(self, item: bytes | Oversized) -> JSONObject:
+        return self._decode_line(item)[0]
+
+    def _decode_line(self, item: bytes | Oversized) -> tuple[JSONObject, bytes | None]:
+        """One buffered line's message, and the line if it may be forwarded (:func:`decode_line`).
+
+        Raises:
+            ProtocolError: as :meth:`receive`; it keeps the start of a bad line for the log.
+        """
         if isinstance(item, Oversized):
             raise self._too_large(item)
         self.last_message_bytes = len(item)
         try:
-            return decode(item)
+            return decode_line(item)
         except ProtocolError as exc:
             exc.excerpt = item[:LOG_EXCERPT_BYTES]
             raise
