@@ -8,6 +8,7 @@ what one call costs the relay's event loop, setup and teardown cancelling out:
 * task steps: resumptions of a task's coroutine (per task, named after its function);
 * I/O waits: passes of the run loop that ask the kernel for events (``epoll_wait``), and those of
   them that blocked (a timeout above 0);
+* garbage collections, by generation, and the CPU they took;
 * CPU time of the whole process, inside task steps, and inside ``os.read``/``os.write``/``readv``/
   ``writev`` (the bridge's direct reads and writes; trio's sockets are not counted there). CPU
   figures move with the machine's load: compare them within one run, alternating checkouts.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import json
 import os
 import runpy
@@ -77,6 +79,16 @@ def _wrapped(out: str, argv: list[str]) -> None:
 
     counter = Count()
     run = trio.run
+    collecting = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[0] = time.thread_time()
+        else:
+            counter.counts[f"gc collections of generation {info['generation']}"] += 1
+            counter.counts["CPU in gc, µs"] += (time.thread_time() - collecting[0]) * 1e6
+
+    gc.callbacks.append(on_gc)
 
     def counted_run(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("instruments", []).append(counter)
