@@ -64,6 +64,10 @@ class StreamChannel(MessageChannel):
     rest goes through ``send_all``, with its waiting and its checkpoints. :meth:`send` keeps trio's
     rule and is always a full checkpoint.
 
+    Reads of a socket or pipe are direct too (:func:`~channels._core.fdio.receive_some`): a read
+    that returned less than it asked for emptied the kernel's buffer, so the next one waits for
+    bytes first rather than fail with ``EAGAIN`` (a system call and an exception per relay hop).
+
     Raises:
         ValueError: ``max_message_bytes`` is less than 1.
     """
