@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import attrs
 import trio
@@ -12,6 +14,8 @@ import trio
 from .errors import ProtocolError
 from .jsonrpc import JSONObject
 from .oauth import Principal
+
+_Raw = TypeVar("_Raw")
 
 
 class CloseReason(enum.Enum):
@@ -279,3 +283,28 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
         items.append(exc)
     channel.take_buffered(items, max_count)
     return items
+
+
+def take_decoded(
+    pending: deque[_Raw], max_count: int, decode_one: Callable[[_Raw], tuple[JSONObject, bytes | None]]
+) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+    """Decode buffered lines taken from the left of ``pending``, up to ``max_count``, in one loop.
+
+    The batch of :meth:`MessageChannel.receive_batch_lines` for a channel that buffers what it read
+    (newline and WebSocket). ``decode_one`` decodes one line as
+    :func:`~channels._core.jsonrpc.decode_line` does (the message, and the line if it may be
+    forwarded); a line it refuses is its :class:`~channels.ProtocolError`, in its place, with
+    ``None`` for its line.
+    """
+    items: list[JSONObject | ProtocolError] = []
+    lines: list[bytes | None] = []
+    while pending and len(items) < max_count:
+        try:
+            message, line = decode_one(pending.popleft())
+        except ProtocolError as exc:
+            items.append(exc)
+            lines.append(None)
+            continue
+        items.append(message)
+        lines.append(line)
+    return items, lines

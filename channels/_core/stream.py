@@ -14,10 +14,11 @@ from typing import final
 
 import trio
 
-from .channel import MessageChannel, PeerInfo
+from .channel import MessageChannel, PeerInfo, take_decoded
 from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
+    RECEIVE_SIZE,
     receive_fd_getter,
     receive_some,
     send_all_progressing,
@@ -25,7 +26,7 @@ from .fdio import (
     write_now,
 )
 from .framing import LineFramer, Oversized
-from .jsonrpc import JSONObject, decode, decode_line, encode_lines, sniff_leading_id
+from .jsonrpc import JSONObject, decode_line, encode_lines, sniff_leading_id
 from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
@@ -63,6 +64,10 @@ class StreamChannel(MessageChannel):
     rest goes through ``send_all``, with its waiting and its checkpoints. :meth:`send` keeps trio's
     rule and is always a full checkpoint.
 
+    Reads of a socket or pipe are direct too (:func:`~channels._core.fdio.receive_some`): a read
+    that returned less than it asked for emptied the kernel's buffer, so the next one waits for
+    bytes first rather than fail with ``EAGAIN`` (a system call and an exception per relay hop).
+
     Raises:
         ValueError: ``max_message_bytes`` is less than 1.
     """
@@ -70,6 +75,7 @@ class StreamChannel(MessageChannel):
     __slots__ = (
         "_broken",
         "_closed",
+        "_drained",
         "_eof",
         "_framer",
         "_nowait_limit",
@@ -111,6 +117,7 @@ class StreamChannel(MessageChannel):
         self._peer = peer if peer is not None else PeerInfo("stream")
         self._pending: deque[bytes | Oversized] = deque()
         self._eof = False
+        self._drained = False  # the last read returned less than it asked for (receive_some's wait_first)
         self._closed = False
         self._broken = False
         self.send_timeout = send_timeout
@@ -184,26 +191,7 @@ class StreamChannel(MessageChannel):
             await self._fill()
         finally:
             self._receiving = False
-        items: list[JSONObject | ProtocolError] = []
-        lines: list[bytes | None] = []
-        pending = self._pending
-        while pending and len(items) < max_count:
-            item = pending.popleft()
-            if isinstance(item, Oversized):
-                items.append(self._too_large(item))
-                lines.append(None)
-                continue
-            self.last_message_bytes = len(item)
-            try:
-                message, line = decode_line(item)
-            except ProtocolError as exc:
-                exc.excerpt = item[:LOG_EXCERPT_BYTES]
-                items.append(exc)
-                lines.append(None)
-                continue
-            items.append(message)
-            lines.append(line)
-        return items, lines
+        return take_decoded(self._pending, max_count, self._decode_line)
 
     async def _fill(self) -> None:
         """Wait until a line is buffered: the reading part of :meth:`receive`, under its guard."""
@@ -216,13 +204,15 @@ class StreamChannel(MessageChannel):
             if self._eof:
                 raise trio.EndOfChannel
             try:
-                data = await receive_some(self._stream, self._receive_fd)
+                data = await receive_some(self._stream, self._receive_fd, wait_first=self._drained)
             except trio.BrokenResourceError:
                 if self._closed:  # closed by another task meanwhile (TLS's goodbye can break)
                     raise trio.ClosedResourceError("channel was closed") from None
                 raise
             if self._closed:  # closed by another task while this one read
                 raise trio.ClosedResourceError("channel was closed")
+            # A short read emptied the kernel's buffer: the next one waits for bytes first.
+            self._drained = len(data) < RECEIVE_SIZE
             if data:
                 self.bytes_received += len(data)
                 self._pending.extend(self._framer.feed(data))
@@ -272,11 +262,19 @@ class StreamChannel(MessageChannel):
         )
 
     def _decode(self, item: bytes | Oversized) -> JSONObject:
+        return self._decode_line(item)[0]
+
+    def _decode_line(self, item: bytes | Oversized) -> tuple[JSONObject, bytes | None]:
+        """One buffered line's message, and the line if it may be forwarded (:func:`decode_line`).
+
+        Raises:
+            ProtocolError: as :meth:`receive`; it keeps the start of a bad line for the log.
+        """
         if isinstance(item, Oversized):
             raise self._too_large(item)
         self.last_message_bytes = len(item)
         try:
-            return decode(item)
+            return decode_line(item)
         except ProtocolError as exc:
             exc.excerpt = item[:LOG_EXCERPT_BYTES]
             raise

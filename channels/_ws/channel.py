@@ -28,7 +28,7 @@ from typing import final
 import trio
 from websockets.protocol import Protocol, State
 
-from .._core.channel import CloseReason, PeerInfo
+from .._core.channel import CloseReason, PeerInfo, take_decoded
 from .._core.errors import ProtocolError
 from .._core.fdio import discard_unread, receive_some
 from .._core.jsonrpc import JSONObject, decode, decode_line
@@ -136,23 +136,7 @@ class WebSocketChannel(FrameReceiver):
         Raises as :meth:`receive` (a bad message is an item, not an exception).
         """
         await self._wait_for_message()
-        items: list[JSONObject | ProtocolError] = []
-        lines: list[bytes | None] = []
-        messages = self._messages
-        while messages and len(items) < max_count:
-            item = messages.popleft()
-            try:
-                if isinstance(item, bytes):
-                    message, line = decode_line(item)
-                else:  # a long non-ASCII message, already decoded (FrameReceiver._text)
-                    message, line = decode(item), None
-            except ProtocolError as exc:
-                items.append(exc)
-                lines.append(None)
-                continue
-            items.append(message)
-            lines.append(line)
-        return items, lines
+        return take_decoded(self._messages, max_count, _decode_line)
 
     async def _wait_for_message(self) -> None:
         """Read until a message is buffered: the waiting part of :meth:`receive`, under its guard."""
@@ -352,3 +336,10 @@ class WebSocketChannel(FrameReceiver):
             self.bytes_received += len(data)
             self._receive_bytes(data)  # whole frames to the library, which sees the close frame
             protocol.events_received()  # dropped: the channel is closed
+
+
+def _decode_line(payload: bytes | str) -> tuple[JSONObject, bytes | None]:
+    """A text frame's message, and its payload if that may be forwarded (``decode_line``)."""
+    if isinstance(payload, bytes):
+        return decode_line(payload)
+    return decode(payload), None  # a long non-ASCII message, already decoded (FrameReceiver._text)

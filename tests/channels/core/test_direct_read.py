@@ -81,3 +81,61 @@ async def test_a_stream_without_a_plain_fd_is_read_through_its_own_receive_some(
     with trio.fail_after(TIMEOUT):
         await right.send_all(b"hello")
         assert await receive_some(left, None) == b"hello"
+
+
+async def test_a_read_told_to_wait_first_returns_bytes_already_there_and_those_sent_later() -> None:
+    ours, theirs = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+    fd = receive_fd_getter(stream)
+    with trio.fail_after(TIMEOUT):
+        theirs.send(b"already there")
+        assert await receive_some(stream, fd, wait_first=True) == b"already there"
+        async with trio.open_nursery() as nursery:
+
+            async def send_later() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                theirs.send(b"sent later")
+
+            nursery.start_soon(send_later)
+            assert await receive_some(stream, fd, wait_first=True) == b"sent later"
+        theirs.close()
+        assert await receive_some(stream, fd, wait_first=True) == b""
+    await stream.aclose()
+
+
+async def test_a_channel_whose_last_read_was_short_waits_for_bytes_instead_of_reading_in_vain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A short read emptied the kernel's buffer: the next read waits for readability first, so a
+    # relay that keeps up with its peer makes no read that fails with EAGAIN (docs/design.md §5.2).
+    import os
+
+    from channels import StreamChannel
+
+    reads: list[int] = []
+    read = os.read
+
+    def counted_read(fd: int, size: int) -> bytes:
+        reads.append(fd)
+        return read(fd, size)
+
+    ours, theirs = socket.socketpair()
+    channel = StreamChannel(trio.SocketStream(trio.socket.from_stdlib_socket(ours)))
+    monkeypatch.setattr(os, "read", counted_read)
+    with trio.fail_after(TIMEOUT):
+        theirs.send(b'{"jsonrpc":"2.0","method":"first"}\n')
+        assert (await channel.receive())["method"] == "first"
+        assert len(reads) == 1
+        async with trio.open_nursery() as nursery:
+
+            async def send_later() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                theirs.send(b'{"jsonrpc":"2.0","method":"second"}\n')
+
+            nursery.start_soon(send_later)
+            assert (await channel.receive())["method"] == "second"
+        assert len(reads) == 2  # one read per message: none came back empty-handed
+        theirs.close()
+        with pytest.raises(trio.EndOfChannel):
+            await channel.receive()
+    await channel.aclose()

@@ -1,0 +1,217 @@
+"""Count a relay's trips through trio's scheduler, and its system calls' CPU, per call.
+
+Runs a relay (``bridge-unix``, ``bridge-tcp`` or ``trio-unix``, started as the benchmark starts
+them) with a trio Instrument in its process, makes N small ``tools/call`` echo calls (one at a time,
+or ``--window`` written at once), then does it again with 3N calls; the difference, divided by 2N, is
+what one call costs the relay's event loop, setup and teardown cancelling out:
+
+* task steps: resumptions of a task's coroutine (per task, named after its function);
+* I/O waits: passes of the run loop that ask the kernel for events (``epoll_wait``), and those of
+  them that blocked (a timeout above 0);
+* garbage collections, by generation, and the CPU they took;
+* CPU time of the whole process, inside task steps, and inside ``os.read``/``os.write``/``readv``/
+  ``writev`` (the bridge's direct reads and writes; trio's sockets are not counted there). CPU
+  figures move with the machine's load: compare them within one run, alternating checkouts.
+
+Usage::
+
+    python bench/passes.py bridge-unix trio-unix [--calls 2000] [--window 64] [--checkout DIR]
+
+``--checkout`` serves the bridge rows from another checkout of mcp-bridge (as the benchmark's
+``--baseline``). With ``PASSES_PROFILE=FILE`` set, the relay also runs under cProfile, its stats
+dumped to FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from wire import INITIALIZE, INITIALIZED, echo_call  # noqa: E402
+
+READY_TIMEOUT_S = 20.0  # as bench/targets.py gives a relay to log that it listens
+SETTLE_S = 0.2  # for the relay to see the session end before it is stopped (outside the difference)
+SYSCALLS = ("read", "write", "readv", "writev")
+
+
+# -- inside the relay's process ------------------------------------------------------------------
+def _wrapped(out: str, argv: list[str]) -> None:
+    """Run ``argv`` (``-m MODULE ...`` or ``SCRIPT ...``) here, counting; the counts go to ``out``."""
+    import trio
+
+    class Count(trio.abc.Instrument):
+        def __init__(self) -> None:
+            self.counts: collections.Counter[str] = collections.Counter()
+            self.started = 0.0
+
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.counts["task steps"] += 1
+            self.counts["step: " + task.name.rsplit(".", 1)[-1]] += 1
+            self.started = time.thread_time()
+
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.counts["CPU in task steps, µs"] += (time.thread_time() - self.started) * 1e6
+
+        def before_io_wait(self, timeout: float) -> None:
+            self.counts["io waits"] += 1
+            if timeout > 0:
+                self.counts["io waits that blocked"] += 1
+
+        def after_run(self) -> None:
+            self.counts["CPU of the process, µs"] = time.process_time() * 1e6
+            Path(out).write_text(json.dumps(self.counts))
+
+    counter = Count()
+    run = trio.run
+    collecting = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[0] = time.thread_time()
+        else:
+            counter.counts[f"gc collections of generation {info['generation']}"] += 1
+            counter.counts["CPU in gc, µs"] += (time.thread_time() - collecting[0]) * 1e6
+
+    gc.callbacks.append(on_gc)
+
+    def counted_run(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("instruments", []).append(counter)
+        return run(*args, **kwargs)
+
+    trio.run = counted_run
+    for name in SYSCALLS:
+        setattr(os, name, _timed(getattr(os, name), counter.counts, f"CPU in os.{name}, µs"))
+    if not os.environ.get("PASSES_PROFILE"):
+        _run(argv)
+        return
+    # bench/profile.py would shadow the standard library's profile module, which cProfile needs
+    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != REPO / "bench"]
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        _run(argv)
+    finally:
+        profile.disable()
+        profile.dump_stats(os.environ["PASSES_PROFILE"])
+
+
+def _timed(call: Callable[..., Any], counts: collections.Counter[str], key: str) -> Callable[..., Any]:
+    clock = time.thread_time
+
+    def timed(*args: Any) -> Any:
+        started = clock()
+        try:
+            return call(*args)
+        finally:
+            counts[key] += (clock() - started) * 1e6
+
+    return timed
+
+
+def _run(argv: list[str]) -> None:
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = argv
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+# -- the client ------------------------------------------------------------------------------------
+def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str], str]:
+    server = [sys.executable, str(checkout / "bridge" / "example_server.py")]
+    wrap = [sys.executable, __file__, "--wrapped", out, "--"]
+    path = os.path.join(where, "relay.sock")
+    if row == "trio-unix":
+        return [*wrap, str(REPO / "bench" / "trio_relay.py"), path, "--", *server], path
+    listen = f"unix:{path}" if row == "bridge-unix" else "tcp:127.0.0.1:0"
+    return [*wrap, "-m", "bridge", "--listen", listen, "--child", "per-connection", "--", *server], path
+
+
+def _session(row: str, calls: int, window: int, checkout: Path) -> collections.Counter[str]:
+    """Start the relay, make ``calls`` calls, stop it; return its counts."""
+    with tempfile.TemporaryDirectory() as where:
+        out = os.path.join(where, "counts.json")
+        command, path = _command(row, where, out, checkout)
+        # `python -m bridge` imports from its cwd first, as the benchmark's --baseline relies on
+        proc = subprocess.Popen(command, cwd=checkout, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            address = _wait_listening(row, proc, path)
+            family = socket.AF_INET if isinstance(address, tuple) else socket.AF_UNIX
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.settimeout(10)
+                sock.connect(address)
+                reader = sock.makefile("rb")
+                sock.sendall(INITIALIZE)
+                reader.readline()
+                sock.sendall(INITIALIZED)
+                for first in range(1, calls + 1, window):  # a window of calls, then their replies
+                    ids = range(first, min(first + window, calls + 1))
+                    sock.sendall(b"".join(echo_call(i, f"call {i}") for i in ids))
+                    for _ in ids:
+                        reader.readline()
+            time.sleep(SETTLE_S)
+            os.killpg(proc.pid, signal.SIGINT)  # trio.run returns: the instrument writes its counts
+            proc.wait(timeout=READY_TIMEOUT_S)
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        return collections.Counter(json.loads(Path(out).read_text()))
+
+
+def _wait_listening(row: str, proc: subprocess.Popen[bytes], path: str) -> str | tuple[str, int]:
+    assert proc.stderr is not None
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline().decode()
+        if not line:
+            break
+        if "listening on" in line:
+            if row == "bridge-tcp":
+                return ("127.0.0.1", int(line.rsplit(":", 1)[1].split()[0]))
+            return path
+    raise SystemExit(f"{row} did not log 'listening on'")
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--wrapped":
+        _wrapped(sys.argv[2], sys.argv[4:])
+        return
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("rows", nargs="+", choices=["bridge-unix", "bridge-tcp", "trio-unix"])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=1, help="calls written at once (1: one at a time)")
+    parser.add_argument("--checkout", type=Path, default=REPO, help="the checkout serving the bridge rows")
+    args = parser.parse_args()
+    for row in args.rows:
+        few = _session(row, args.calls, args.window, args.checkout)
+        many = _session(row, 3 * args.calls, args.window, args.checkout)
+        served = f" ({args.checkout})" if row != "trio-unix" else ""
+        print(f"{row}{served}: per call, {args.window} written at once")
+        for key in sorted(many):
+            value = (many[key] - few[key]) / (2 * args.calls)
+            if abs(value) >= 0.01:
+                print(f"  {key:40s} {value:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
