@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 import trio
@@ -279,3 +279,15 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
         items.append(exc)
     channel.take_buffered(items, max_count)
     return items
+
+
+ExchangeHandler = Callable[[MessageChannel, Callable[[], Awaitable[bool]]], Awaitable[object]]
+"""Serves one request that is a channel of its own (a 2026-07-28 HTTP POST) in the caller's task.
+
+Called with the channel (its ``receive()`` gives the request; what is sent to it is the response)
+and ``respond``, which writes the response until it is complete (True) or the client leaves
+(False: the channel's next ``receive()`` then raises ``trio.BrokenResourceError``). The handler
+awaits ``respond`` once, whatever it made of the request, and closes the channel afterwards. A
+listener given none (:func:`~channels.serve_listeners`) hands such a channel to its
+``IncomingHandler`` as a connection of its own, in a task of its own.
+"""
