@@ -214,13 +214,19 @@ class SharedChild:
         self._clients.by_key[client.key] = client
         self._router.attach(client.key)
         try:
-            with client.scope:
-                try:
-                    request = await channel.receive()
-                except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass  # it left, or was closed, first
-                else:
+            try:
+                request = await channel.receive()  # at once: the request it was made with
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # it was closed first
+            else:
+                if self._admission.admits_at_once and self._link.takes_one_at_once:
+                    # Admitted and queued for the child without a checkpoint: nothing there for
+                    # stopping the client to cancel, so no scope is entered (trio's costs a
+                    # generator context manager).
                     await self._reader.forward(client, [request])
+                else:
+                    with client.scope:
+                        await self._reader.forward(client, [request])
             if not await respond():
                 self._clients.drop(client, "client-disconnected", "connection lost")
         finally:
