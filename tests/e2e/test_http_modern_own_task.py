@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 import trio
+from mcp.shared.exceptions import MCPError
 from sdkhttp import (
     SDK_ARGV,
     TIMEOUT,
@@ -36,12 +37,12 @@ PATHS = ["own-task", "handler-task"]
 
 
 @asynccontextmanager
-async def modern_bridge(path: str) -> AsyncIterator[Daemon]:
+async def modern_bridge(path: str, limits: Limits | None = None) -> AsyncIterator[Daemon]:
     """The daemon in this process with the shared child; request metrics force the handler task."""
     config = ServeConfig(
         listen=(parse_address("http://127.0.0.1:0/mcp"),),
         child=ChildSpec(argv=SDK_ARGV),
-        limits=Limits(),
+        limits=limits or Limits(),
         listen_options=ListenOptions(),
         child_mode="shared",
     )
@@ -69,3 +70,32 @@ async def test_a_2026_07_28_request_gets_the_same_results_progress_and_cancellat
             assert statistics.connections_total >= 6  # each request a connection of its own
             assert statistics.connections_by_transport["http"] == statistics.connections_total
             assert statistics.children == 1
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_2026_07_28_request_in_flight_when_the_bridge_stops_is_told_so_whichever_task_serves_it(
+    path: str,
+) -> None:
+    started = trio.Event()
+    outcome: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    with trio.fail_after(TIMEOUT):
+        async with modern_bridge(path, Limits(drain_timeout=0.5)) as daemon:
+            async with http_client(url_of(daemon), MODERN_VERSION) as sdk, trio.open_nursery() as nursery:
+
+                async def slow() -> None:
+                    try:
+                        await sdk.client.call_tool(
+                            "slow", {"seconds": 10 * TIMEOUT, "steps": 2}, progress_callback=on_progress
+                        )
+                        outcome.append("result")
+                    except MCPError as exc:
+                        outcome.append(str(exc))
+
+                nursery.start_soon(slow)
+                await started.wait()
+                daemon.stop()  # graceful: the drain answers what is still in flight
+    assert len(outcome) == 1 and "Connection closed" in outcome[0], outcome
