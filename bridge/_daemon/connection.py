@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, receive_batch
+from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, PeerInfo, receive_batch
 
 from .._child.pool import ChildPool
 from .._child.process import ChildProcess, open_child
@@ -67,6 +67,8 @@ class Connections:
         stop: begins the daemon's graceful stop (the one stdio connection ending does).
         stderr_reader: reads the stderr of the children started for connections, if given (else
             each child's stderr is read by a task of its own).
+        shared_now: the shared child if it serves now, with nothing starting or stopping it
+            (:meth:`serve_exchange` serves a request in its own task then), else None.
     """
 
     config: ServeConfig
@@ -80,6 +82,8 @@ class Connections:
     request_metrics: RequestMetrics | None
     stop: Callable[[], None]
     stderr_reader: StderrReader | None = None
+    shared_now: Callable[[], SharedChild | None] = lambda: None
+    """The shared child if it is serving now with nothing starting or stopping it, else None."""
 
     async def handle(self, incoming: Incoming) -> None:
         """Serve one connection: its handshake, then the child.
@@ -131,6 +135,58 @@ class Connections:
             release()
             if incoming.peer.transport == "stdio":
                 self.stop()  # the one stdio connection was the daemon's whole purpose
+
+    async def serve_exchange(self, channel: MessageChannel, respond: Callable[[], Awaitable[bool]]) -> None:
+        """Serve one request that is a channel of its own (a 2026-07-28 POST), in the caller's task.
+
+        The listeners' ``ExchangeHandler``: counted and logged as a connection of its own while it
+        is served, as :meth:`handle` counts one. With the shared child running, it serves the
+        request without a task of its own (:meth:`SharedChild.serve_exchange`); anything else (the
+        cap reached, a stop begun, a tap or request metrics wrapping the channel, a child not
+        started or of its own) takes :meth:`handle`'s path in a task beside the response.
+        ``respond`` is awaited once; ``channel`` is closed before this returns.
+        """
+        counters = self.counters
+        shared = self.shared_now()
+        if (
+            shared is None
+            or self.tap is not None
+            or self.request_metrics is not None
+            or counters.connections >= self.config.limits.max_connections
+            or self.stopping.is_set()
+        ):
+            async with trio.open_nursery() as beside:
+                beside.start_soon(self.handle, _Established(channel))
+                await respond()
+            return
+        responded = False
+
+        async def respond_once() -> bool:
+            nonlocal responded
+            responded = True
+            return await respond()
+
+        counters.connections_total += 1
+        counters.by_transport[channel.peer.transport] += 1
+        counters.connections += 1
+        counters.clients.add(channel)
+        self.usage.add()
+        try:
+            logger.debug("%s: connected to the shared child", channel.peer)
+            ending = await shared.serve_exchange(channel, respond_once)
+            logger.debug("%s: %s", channel.peer, ending)
+        except Exception:
+            logger.exception("%s: internal error; connection closed", channel.peer)
+        finally:
+            self.usage.remove()
+            counters.connections -= 1
+            counters.clients.discard(channel)
+            counters.evicted_of_closed += evicted(channel)
+            counters.bytes_of_closed[0] += channel.bytes_received
+            counters.bytes_of_closed[1] += channel.bytes_sent
+            await channel.aclose()  # a response still to write ends with what it was given
+            if not responded:
+                await respond()
 
     async def _refuse_over_cap(self, client: MessageChannel) -> None:
         self.counters.connections_refused += 1
@@ -265,3 +321,24 @@ async def refuse(client: MessageChannel, code: int, message: str, reason: str, *
             await client.send_many(replies or [error_response(None, code, message, reason, **data)])
         except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+
+
+@attrs.frozen
+class _Established(Incoming):
+    """An exchange (:meth:`Connections.serve_exchange`) as an ``Incoming``, for :meth:`Connections.handle`."""
+
+    channel: MessageChannel
+
+    @property
+    def peer(self) -> PeerInfo:
+        return self.channel.peer
+
+    @asynccontextmanager
+    async def establish(self) -> AsyncIterator[MessageChannel]:
+        try:
+            yield self.channel
+        finally:
+            await self.channel.aclose()
+
+    async def aclose(self) -> None:
+        await self.channel.aclose()

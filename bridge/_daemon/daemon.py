@@ -272,10 +272,17 @@ class Daemon:
                 request_metrics=self.request_metrics,
                 stop=self.stop,
                 stderr_reader=stderr_reader,
+                shared_now=children.shared_now,
             )
             async with trio.open_nursery() as accepting:
                 await accepting.start(
-                    partial(serve_listeners, handler.handle, listeners, handler_nursery=connections)
+                    partial(
+                        serve_listeners,
+                        handler.handle,
+                        listeners,
+                        handler_nursery=connections,
+                        exchange_handler=handler.serve_exchange,
+                    )
                 )
                 for listener in listeners:
                     logger.info("listening on %s", listener.address)

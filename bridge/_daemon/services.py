@@ -126,6 +126,16 @@ class ChildServices:
             self.started = True
             return self.shared
 
+    def shared_now(self) -> SharedChild | None:
+        """The shared child if it serves now with nothing starting or stopping it, else None.
+
+        What :meth:`ensure_started` would return at once, without a checkpoint (a stop or start
+        under way holds the lock; the caller then waits in ``ensure_started`` instead).
+        """
+        if not self.started or self._lock.locked() or (self.config.start == "on-demand" and self._given_up()):
+            return None
+        return self.shared
+
     def _given_up(self) -> bool:
         """Whether the shared child was given up after a crash loop (or its run has ended)."""
         failed = self.shared is not None and self.shared.supervisor.state is SupervisorState.FAILED

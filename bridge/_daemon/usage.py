@@ -29,11 +29,19 @@ class Usage:
     @contextmanager
     def using(self) -> Iterator[None]:
         """Count one user while the block runs."""
-        self._change(+1)
+        self.add()
         try:
             yield
         finally:
-            self._change(-1)
+            self.remove()
+
+    def add(self) -> None:
+        """Count one more user; the caller calls :meth:`remove` once it has ended, come what may."""
+        self._change(+1)
+
+    def remove(self) -> None:
+        """One user has ended."""
+        self._change(-1)
 
     def _change(self, delta: int) -> None:
         self.users += delta

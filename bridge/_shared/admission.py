@@ -75,6 +75,14 @@ class Admission:
     def __attrs_post_init__(self) -> None:
         self._cancellations = deque(maxlen=self.limits.max_in_flight)
 
+    @property
+    def admits_at_once(self) -> bool:
+        """Whether :meth:`admit` takes a 2026-07-28 request (never an ``initialize``) without waiting.
+
+        It waits only for a child that is not ready yet.
+        """
+        return self._ready.is_set()
+
     def child_ready(self) -> None:
         """A child is serving: requests go to it."""
         self._ready.set()

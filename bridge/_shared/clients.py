@@ -50,6 +50,10 @@ class DirectChannel(Protocol):
         """Queue ``message`` (``trio.ClosedResourceError`` once closed)."""
         ...
 
+    def end(self) -> None:
+        """Close it now: what was queued is still written, then its response ends."""
+        ...
+
 
 def direct_channel(channel: MessageChannel) -> DirectChannel | None:
     """``channel`` itself if it queues without waiting, else None (it gets a writer task)."""
@@ -80,6 +84,9 @@ class Client:
     sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
     closing: bool = False  # the writer returns once the outbox is empty
     idle: IdleWatch | None = None  # with the listener's idle timeout: when traffic last passed
+    # Served in its request's own task (SharedChild.serve_exchange): stopping it ends its
+    # response, which that task is writing outside ``scope``.
+    responding: bool = False
 
     @property
     def unsent(self) -> bool:
@@ -90,7 +97,13 @@ class Client:
         """Stop serving this client (its idle timeout ran out: nothing is in flight or unsent)."""
         if self.ending is None:
             self.ending = ending.reason
+        self.stop()
+
+    def stop(self) -> None:
+        """Cancel what serves this client; a response being written ends with what it was given."""
         self.scope.cancel()
+        if self.responding and self.direct is not None:
+            self.direct.end()
 
     def close_writer(self) -> None:
         """Let the writer return once everything queued is written.
@@ -192,7 +205,7 @@ class Clients:
             # A client going away is normal operation; one the bridge drops (too slow) is not.
             level = logging.INFO if reason == "client-disconnected" else logging.WARNING
             logger.log(level, "%s: disconnected: %s", client.channel.peer, detail)
-            client.scope.cancel()
+            client.stop()
 
     def end_legacy(self, detail: str) -> None:
         """Disconnect every legacy client: the handshake they share could not be replayed."""
@@ -269,24 +282,36 @@ class ClientReader:
                 return
             if client.idle is not None:
                 client.idle.touch()
-            forward: list[JSONObject] = []
-            for item in items:
-                if isinstance(item, ProtocolError):
-                    consecutive_errors += 1
-                    self._answer_bad_input(client, item)
-                    if (
-                        isinstance(item, MessageTooLarge)
-                        or consecutive_errors >= self.limits.max_consecutive_errors
-                    ):
-                        await self._send_to_child_checked(forward)
-                        await self._flush_and_drop(client, item)
-                        return
-                    continue
-                consecutive_errors = 0
-                routed = await self._admit(client, item)
-                if routed is not None:
-                    forward.append(routed)
-            await self._send_to_child_checked(forward)
+            consecutive_errors = await self.forward(client, items, consecutive_errors)
+            if consecutive_errors < 0:
+                return
+
+    async def forward(
+        self, client: Client, items: Sequence[JSONObject | ProtocolError], consecutive_errors: int = 0
+    ) -> int:
+        """Answer what is bad among ``items``, admit the rest and send it to the child.
+
+        Returns the bad messages in a row so far, or -1 once ``client`` was dropped for them.
+        """
+        forward: list[JSONObject] = []
+        for item in items:
+            if isinstance(item, ProtocolError):
+                consecutive_errors += 1
+                self._answer_bad_input(client, item)
+                if (
+                    isinstance(item, MessageTooLarge)
+                    or consecutive_errors >= self.limits.max_consecutive_errors
+                ):
+                    await self._send_to_child_checked(forward)
+                    await self._flush_and_drop(client, item)
+                    return -1
+                continue
+            consecutive_errors = 0
+            routed = await self._admit(client, item)
+            if routed is not None:
+                forward.append(routed)
+        await self._send_to_child_checked(forward)
+        return consecutive_errors
 
     async def _flush_and_drop(self, client: Client, error: ProtocolError) -> None:
         reason = "message-too-large" if isinstance(error, MessageTooLarge) else "too-many-invalid-messages"

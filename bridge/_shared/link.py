@@ -271,6 +271,11 @@ class ChildLink:
 
     # -- writing to the child -------------------------------------------------------------------
 
+    @property
+    def takes_one_at_once(self) -> bool:
+        """Whether :meth:`send_checked` of one message returns without waiting (the queue has room)."""
+        return len(self._queued) < CHILD_QUEUE
+
     async def send_checked(self, messages: Sequence[JSONObject]) -> None:
         """Forward routed client messages: queue them for the child's writer.
 

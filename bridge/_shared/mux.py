@@ -37,6 +37,7 @@ The policies:
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -196,6 +197,43 @@ class SharedChild:
             await self._detach(client)
         return client.ending or "client-closed"
 
+    async def serve_exchange(self, channel: MessageChannel, respond: Callable[[], Awaitable[bool]]) -> str:
+        """Serve one request that is a channel of its own, in the caller's task; return why it ended.
+
+        A 2026-07-28 HTTP request: its request is read and admitted as :meth:`serve` would, then
+        ``respond`` writes its response (outside the client's scope: stopping the client ends
+        the response instead, with what it was given), and a client that left is detached as one
+        that disconnected (its request is cancelled at the child). The caller owns ``channel``,
+        which must queue without waiting (:func:`direct_channel`), and closes it afterwards.
+        """
+        direct = direct_channel(channel)
+        assert direct is not None, "an exchange queues without waiting"
+        client = Client(self._next_key, channel, direct, responding=True)
+        self._next_key += 1
+        channel.send_timeout = self.limits.send_timeout
+        self._clients.by_key[client.key] = client
+        self._router.attach(client.key)
+        try:
+            try:
+                request = await channel.receive()  # at once: the request it was made with
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # it was closed first
+            else:
+                if self._admission.admits_at_once and self._link.takes_one_at_once:
+                    # Admitted and queued for the child without a checkpoint: nothing there for
+                    # stopping the client to cancel, so no scope is entered (trio's costs a
+                    # generator context manager).
+                    await self._reader.forward(client, [request])
+                else:
+                    with client.scope:
+                        await self._reader.forward(client, [request])
+            if not await respond():
+                self._clients.drop(client, "client-disconnected", "connection lost")
+        finally:
+            del self._clients.by_key[client.key]
+            await self._detach(client)
+        return client.ending or "client-closed"
+
     async def _serve_with_helpers(self, client: Client) -> None:
         """Read ``client`` beside its writer, its idle watch and its drain, as it needs them."""
         async with trio.open_nursery() as nursery:
@@ -232,7 +270,7 @@ class SharedChild:
         await self._drain(client, self.limits.drain_timeout, "shutting-down")
         if client.ending is None:
             client.ending = "shutting-down"  # not "client-closed": the bridge ended it (WS 1001)
-        client.scope.cancel()
+        client.stop()
 
     async def _drain(self, client: Client, timeout: float, reason: str) -> None:
         """Wait (bounded) for the client's replies in flight and its queue.

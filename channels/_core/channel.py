@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from abc import abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import attrs
@@ -308,3 +308,15 @@ def take_decoded(
         items.append(message)
         lines.append(line)
     return items, lines
+
+
+ExchangeHandler = Callable[[MessageChannel, Callable[[], Awaitable[bool]]], Awaitable[object]]
+"""Serves one request that is a channel of its own (a 2026-07-28 HTTP POST) in the caller's task.
+
+Called with the channel (its ``receive()`` gives the request; what is sent to it is the response)
+and ``respond``, which writes the response until it is complete (True) or the client leaves
+(False: the channel's next ``receive()`` then raises ``trio.BrokenResourceError``). The handler
+awaits ``respond`` once, whatever it made of the request, and closes the channel afterwards. A
+listener given none (:func:`~channels.serve_listeners`) hands such a channel to its
+``IncomingHandler`` as a connection of its own, in a task of its own.
+"""

@@ -34,7 +34,7 @@ import attrs
 import trio
 
 from .auth import UNAUTHORIZED, TokenSet, token_of_message
-from .channel import MessageChannel, PeerInfo
+from .channel import ExchangeHandler, MessageChannel, PeerInfo
 from .errors import ProtocolError
 from .options import ListenOptions
 from .stream import StreamChannel
@@ -142,6 +142,9 @@ class MessageListener(trio.abc.Listener[Incoming]):
         self._tls.reload()
         return True
 
+    def dispatch_exchanges(self, handler: ExchangeHandler) -> None:
+        """Serve the 2026-07-28 POSTs of an HTTP listener through ``handler`` (before ``serve``)."""
+
     async def serve(
         self,
         handler: IncomingHandler,
@@ -173,16 +176,19 @@ async def serve_listeners(
     listeners: list[MessageListener],
     *,
     handler_nursery: trio.Nursery | None = None,
+    exchange_handler: ExchangeHandler | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """``trio.serve_listeners`` for :class:`MessageListener` objects (through their ``serve``).
 
     Runs until cancelled; reports ``task_status.started()`` once every listener accepts. The
-    handlers run in ``handler_nursery`` (default: a nursery inside this call). The listeners stay
-    the caller's to close.
+    handlers run in ``handler_nursery`` (default: a nursery inside this call), and 2026-07-28 POSTs
+    in ``exchange_handler`` if given. The listeners stay the caller's to close.
     """
     async with trio.open_nursery() as nursery:
         for listener in listeners:
+            if exchange_handler is not None:
+                listener.dispatch_exchanges(exchange_handler)
             await nursery.start(listener.serve, handler, handler_nursery or nursery)
         task_status.started()
     raise AssertionError("unreachable")  # pragma: no cover

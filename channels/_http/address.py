@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from .._core.address import Address, AddressError, register_address_kind
-from .._core.channel import MessageChannel
+from .._core.channel import ExchangeHandler, MessageChannel
 from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
 from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
@@ -76,6 +76,9 @@ class HttpListener(MessageListener):
             NotImplementedError: always.
         """
         raise NotImplementedError("an HTTP listener is served with serve(), not accept()")
+
+    def dispatch_exchanges(self, handler: ExchangeHandler) -> None:
+        self._service.exchanges = handler
 
     async def serve(
         self,

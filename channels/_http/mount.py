@@ -13,6 +13,7 @@ from typing import NoReturn, final
 
 import trio
 
+from .._core.channel import ExchangeHandler
 from .._core.listener import IncomingHandler
 from .._core.mounts import MountListener
 from .server.service import HttpService
@@ -27,6 +28,9 @@ class HttpMountListener(MountListener[HttpService]):
         mount: the mount's service (its checks, sessions and routes), owned from now on.
         unmount: the host's, to route nothing to the service any more and end its sessions.
     """
+
+    def dispatch_exchanges(self, handler: ExchangeHandler) -> None:
+        self._mount.exchanges = handler
 
     async def serve(
         self,

@@ -9,7 +9,7 @@ from typing import Any, final
 import attrs
 import trio
 
-from ..._core.channel import MessageChannel, PeerInfo
+from ..._core.channel import ExchangeHandler, MessageChannel, PeerInfo
 from ..._core.listener import Incoming, IncomingHandler
 from ..._core.oauth import Principal
 from ..._mcp.admission import HttpRefusal
@@ -78,6 +78,8 @@ class HttpCall:
         nursery: where the bridge's handlers run.
         cors: headers every response to it carries (CORS, if the Origin is allowed).
         principal: who its OAuth access token names, if it presented one.
+        exchanges: the bridge's handler of a request that is a channel of its own, in this
+            request's task, if it gave one.
     """
 
     connection: HttpConnection
@@ -88,6 +90,7 @@ class HttpCall:
     nursery: trio.Nursery
     cors: tuple[tuple[bytes, bytes], ...] = ()
     principal: Principal | None = None
+    exchanges: ExchangeHandler | None = None
 
     def owns(self, peer: PeerInfo) -> bool:
         """Whether the session or stream opened by ``peer`` is this request's client's own.

@@ -342,16 +342,25 @@ class McpEndpoint:
             await call.respond(202)
             return
         exchange = ExchangeChannel(message, call.peer, _modern_status, self._learn)
-        call.start(exchange)
         style = StreamStyle(
             extra_headers=call.cors,
             json_wait=self.http.sse_after,
             keepalive=self.http.sse_keepalive,
             ticker=self.ticker,
         )
-        if not await write_response(call.connection, exchange.stream, style):
+
+        async def respond() -> bool:
+            if await write_response(call.connection, exchange.stream, style):
+                return True
             logger.info("%s: the client closed its response before the reply; request cancelled", call.peer)
             exchange.leave()
+            return False
+
+        if call.exchanges is not None:  # the bridge serves it in this task (docs/design.md)
+            await call.exchanges(exchange, respond)
+        else:
+            call.start(exchange)
+            await respond()
 
     def _learn(self, request: JSONObject, reply: JSONObject) -> None:
         """Remember the ``x-mcp-header`` annotations of the tools a ``tools/list`` reply lists."""

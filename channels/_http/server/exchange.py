@@ -125,10 +125,17 @@ class ExchangeChannel(MessageChannel):
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none
 
-    async def aclose(self) -> None:
+    def end(self) -> None:
+        """Close the exchange now, without waiting: its response ends with what was queued on it.
+
+        The bridge's way to stop serving a request it serves in the POST's own task.
+        """
         self.closed = True
         self.stream.end()
         self._over.set()
+
+    async def aclose(self) -> None:
+        self.end()
         # A cancel point, not a pass of the scheduler: it is closed twice per request (by the
         # bridge, then by the end of its ``establish`` block), just before its task ends.
         await trio.lowlevel.checkpoint_if_cancelled()

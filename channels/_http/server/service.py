@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import attrs
 import trio
 
-from ..._core.channel import PeerInfo
+from ..._core.channel import ExchangeHandler, PeerInfo
 from ..._core.guard import Rejection, RequestGuard
 from ..._core.listener import IncomingHandler
 from ..._core.oauth import Principal
@@ -76,6 +76,8 @@ class HttpService:
     Attributes:
         handler, nursery: the bridge's handler and handler nursery, once it serves
             (:meth:`attach`); until then requests get 503.
+        exchanges: the bridge's handler of 2026-07-28 requests, each in its POST's own task, if
+            it gave one (``MessageListener.dispatch_exchanges``); else they go to ``handler``.
         stopping: set by :meth:`stop`: requests get 503 from then on.
     """
 
@@ -118,6 +120,7 @@ class HttpService:
         )
         self.handler: IncomingHandler | None = None
         self.nursery: trio.Nursery | None = None
+        self.exchanges: ExchangeHandler | None = None
         self.stopping = False
         self._calls = 0  # requests being answered: the OAuth verifier outlives them
         self._drained = trio.Event()
@@ -219,7 +222,11 @@ class HttpService:
                 message = f"Service Unavailable: server {self.name} is not available"
                 raise refuse(503, -32000, message, "not-available")
             else:
-                await route(HttpCall(connection, request, peer, label, handler, nursery, cors, principal))
+                await route(
+                    HttpCall(
+                        connection, request, peer, label, handler, nursery, cors, principal, self.exchanges
+                    )
+                )
         except Refused as exc:
             await refuse_on(connection, exc.refusal, cors)
 
