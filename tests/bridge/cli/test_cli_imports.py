@@ -148,3 +148,12 @@ async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_c
     assert await serving_loaded(sock_dir, ("bridge._shared",), "--child", "per-connection") == []
     # The default (auto) probes the server's era first, with bridge._shared's probe.
     assert await serving_loaded(sock_dir, ("bridge._shared",)) == ["bridge._shared"]
+
+
+# Modules a bridge serving Unix sockets with one child per connection has no use for: the client
+# command, and what only flags it was not given need. Each costs memory for the daemon's life.
+UNUSED_WHEN_SERVING_UNIX = ("bridge._cli.connect", "bridge._cli.connect_parser")
+
+
+async def test_a_bridge_serving_unix_sockets_never_imports_the_connect_command(sock_dir: Path) -> None:
+    assert await serving_loaded(sock_dir, UNUSED_WHEN_SERVING_UNIX, "--child", "per-connection") == []
