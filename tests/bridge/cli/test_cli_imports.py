@@ -157,17 +157,19 @@ async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_c
 
 
 # Modules a bridge serving Unix sockets with one child per connection has no use for: the client
-# command, and the mount table with its HTTP request guard (only WebSocket and HTTP hosts mount
-# servers). Each costs memory for the daemon's life.
+# command, the mount table with its HTTP request guard (only WebSocket and HTTP hosts mount
+# servers), the warm pool (--prespawn) and the tap (--tap). Each costs memory for the daemon's life.
 UNUSED_WHEN_SERVING_UNIX = (
     "bridge._cli.connect",
     "bridge._cli.connect_parser",
     "channels._core.mounts",
     "channels._core.guard",
+    "bridge._child.pool",
+    "bridge._relay.tap",
 )
 
 
-async def test_a_bridge_serving_unix_sockets_never_imports_the_connect_command_or_the_mount_table(
+async def test_a_bridge_serving_unix_sockets_imports_no_module_only_other_commands_hosts_or_flags_need(
     sock_dir: Path,
 ) -> None:
     assert await serving_loaded(sock_dir, UNUSED_WHEN_SERVING_UNIX, "--child", "per-connection") == []
