@@ -18,8 +18,9 @@ Layering (docs/design.md §2); each room imports only the rooms before it in thi
 
 ``testing`` is public: the conformance suite any channel implementation can run. Every other
 public name is exported here, from the rooms' own ``__all__``: those of ``_core`` and ``_sockets``
-at once, those of ``_oauth``, ``_ws`` and ``_http`` on first use (PEP 562), so that a process that
-serves only Unix sockets or TCP never loads websockets, h11 or httptools. Their address kinds are
+at once (but ``MountAddress``, which ``_core`` defers), those of ``_oauth``, ``_ws`` and ``_http``
+on first use (PEP 562), so that a process that serves only Unix sockets or TCP never loads
+websockets, h11 or httptools. Their address kinds are
 registered as deferred (``ws``, ``wss``, ``http``, ``https``, ``http+fd``): parsing such an
 address imports the room that defines it.
 """
@@ -31,12 +32,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import _core, _sockets
-from ._core import *  # noqa: F403
 from ._core.address import defer_address_kinds
 from ._core.exports import fixup_module_metadata
 from ._sockets import *  # noqa: F403
 
+# _core's names, except those it imports on first use (_core.DEFERRED): a star import would load them.
+_CORE_AT_ONCE = [name for name in _core.__all__ if name not in _core.DEFERRED]
+globals().update({name: getattr(_core, name) for name in _CORE_AT_ONCE})
+
 if TYPE_CHECKING:
+    from ._core import *  # noqa: F403
     from ._http import *  # noqa: F403
     from ._oauth import *  # noqa: F403
     from ._ws import *  # noqa: F403
@@ -71,7 +76,7 @@ __all__ += _LAZY_ROOMS["_oauth"]
 __all__ += _LAZY_ROOMS["_ws"]
 __all__ += _LAZY_ROOMS["_http"]
 
-fixup_module_metadata(__name__, [*_core.__all__, *_sockets.__all__], globals())
+fixup_module_metadata(__name__, [*_CORE_AT_ONCE, *_sockets.__all__], globals())
 
 
 def _load(room: str) -> None:
@@ -88,6 +93,11 @@ del _room, _schemes
 
 
 def __getattr__(name: str) -> Any:
+    if name in _core.DEFERRED:
+        values = {name: getattr(_core, name)}
+        fixup_module_metadata(__name__, values, values)
+        globals().update(values)
+        return values[name]
     room = _ROOM_OF.get(name)
     if room is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

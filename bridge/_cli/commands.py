@@ -18,9 +18,7 @@ from channels import AddressError, ListenError, parse_address
 from .._child.supervisor import CrashLoop
 from .._errors import ChildStartError, ConfigError
 from .._ops.logs import configure_logging
-from .._ops.memory import return_large_blocks_to_the_system
-from .connect import run_connect
-from .connect_parser import build_connect_options, connect_parser
+from .._ops.memory import forget_generated_sources, return_large_blocks_to_the_system
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
 from .serve import check_config, serve, servers_to_run
 from .serve_parser import serve_parser
@@ -41,6 +39,10 @@ def dispatch(args: list[str]) -> int:
 
 def _connect(args: Sequence[str]) -> int:
     """``mcp-bridge connect ADDRESS [options]``."""
+    # Imported here: a bridge that serves never loads the client command.
+    from .connect import run_connect
+    from .connect_parser import build_connect_options, connect_parser
+
     options = connect_parser().parse_args(args)
     configure_logging(options.log_level, options.log_format)
     try:
@@ -72,6 +74,7 @@ def _serve(args: list[str]) -> int:
             from .._ops.admin import admin_address
 
             admin = admin_address(options.admin)
+        forget_generated_sources()  # the command line's modules are imported (rooms loaded later keep theirs)
         return trio.run(serve, configs, options.tap, admin, reread)
     except Exception as exc:
         return _report(exc)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -27,7 +28,6 @@ from .._limits import Limits
 from .._ops.fleet import run_fleet
 from .._ops.logs import configure_logging
 from .._ops.plan import FleetPlan
-from .._relay.tap import Tap
 from .arguments import add_common
 from .describe import describe
 from .exits import EXIT_CONFIG, EXIT_OK
@@ -38,6 +38,9 @@ from .oauth_options import build_oauth, check_audience, flag_name
 from .sandbox_options import build_sandbox
 from .scope_options import build_tool_scopes
 from .serve_parser import serve_parser
+
+if TYPE_CHECKING:
+    from .._relay.tap import Tap  # loads with --tap only
 
 logger = logging.getLogger("bridge")
 
@@ -298,6 +301,8 @@ def _open_tap(path: str | None) -> Iterator[Tap | None]:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise ConfigError(f"--tap {path}: {exc.strerror}") from None
+    from .._relay.tap import Tap  # imported only with --tap
+
     with open(fd, "w", encoding="utf-8") as file:
         yield Tap(file)
 

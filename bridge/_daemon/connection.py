@@ -19,7 +19,6 @@ import trio
 
 from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, PeerInfo, receive_batch
 
-from .._child.pool import ChildPool
 from .._child.process import ChildProcess, open_child
 from .._child.stderr import StderrReader
 from .._errors import (
@@ -32,13 +31,14 @@ from .._errors import (
 from .._relay.peeked import PeekedChannel
 from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
-from .._relay.tap import Tap
 from .._relay.writers import BATCH
 from .config import ServeConfig
 from .statistics import Counters, evicted
 from .usage import Usage
 
 if TYPE_CHECKING:
+    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
+    from .._relay.tap import Tap  # loads with --tap only
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")

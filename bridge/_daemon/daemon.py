@@ -33,17 +33,17 @@ import trio
 
 from channels import ListenError, MessageListener, serve_listeners
 
-from .._child.pool import ChildPool
 from .._child.stderr import StderrReader
 from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
-from .._relay.tap import Tap
 from .config import ServeConfig
 from .connection import Connections
 from .services import ChildServices
 from .statistics import Counters, DaemonStatistics
 
 if TYPE_CHECKING:
+    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
+    from .._relay.tap import Tap  # loads with --tap only
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")
@@ -258,6 +258,8 @@ class Daemon:
             self._connections_scope = connections.cancel_scope
             children = self._children
             if self.config.prespawn and self.config.start != "on-demand" and children.pool_wanted():
+                from .._child.pool import ChildPool  # imported only for a warm pool
+
                 children.pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
                 await connections.start(children.pool.run)
             handler = Connections(

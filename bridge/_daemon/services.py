@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._child.pool import ChildPool
 from .._child.process import open_child
 from .._child.supervisor import CrashLoop, SupervisorState
 from .config import ServeConfig
@@ -30,6 +29,7 @@ from .statistics import Counters
 from .usage import Usage
 
 if TYPE_CHECKING:
+    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 logger = logging.getLogger("bridge.daemon")
@@ -118,6 +118,8 @@ class ChildServices:
                 await self._start_service(partial(self._run_shared, shared))
                 self.shared = shared
             if on_demand and self.config.prespawn and self.pool_wanted():
+                from .._child.pool import ChildPool  # imported only for a warm pool
+
                 pool = ChildPool(self.config.child, self.config.limits, self.config.prespawn)
                 await self._start_service(pool.run)
                 self.pool = pool

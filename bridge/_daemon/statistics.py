@@ -14,11 +14,11 @@ import attrs
 
 from channels import MessageChannel, MessageListener
 
-from .._child.pool import ChildPool
 from .._child.process import ChildProcess
 from .._relay.relay import Relay
 
 if TYPE_CHECKING:
+    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
 

@@ -33,6 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -44,10 +45,12 @@ from .._daemon.config import ServeConfig
 from .._daemon.daemon import Daemon
 from .._errors import ChildStartError, ConfigError
 from .._relay.requests import RequestMetrics
-from .._relay.tap import Tap
 from .hosts import Hosts, index_entries
 from .plan import FleetPlan
 from .systemd import Notifier
+
+if TYPE_CHECKING:
+    from .._relay.tap import Tap  # loads with --tap only
 
 logger = logging.getLogger("bridge")
 

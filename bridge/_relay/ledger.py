@@ -53,21 +53,27 @@ class Ledger:
     child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
     tool_lists: dict[Any, int] = attrs.field(init=False, factory=dict)
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # The fields below serve the request timeout only, and exist only with one: every connection
+    # has a ledger, and an empty deque is 624 bytes, an Event about 300.
     # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
     # that is also deadline order, so a deque replaces a heap.
-    _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False, factory=deque)
-    _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False)
+    _deadline_added: trio.Event = attrs.field(init=False)
     # Cancellations of requests that timed out, not written to the child yet: at most
     # max_in_flight (the requests one connection may have at the child), the oldest dropped
     # beyond. A child that reads nothing for that long loses a cancellation, which only asks it
     # to stop early: its late reply is dropped either way.
     _cancellations: deque[JSONObject] = attrs.field(init=False)
-    _cancellation_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _cancellation_added: trio.Event = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.in_flight = InFlight(self.max_in_flight)
-        self._cancellations = deque(maxlen=self.max_in_flight)
         self._idle.set()
+        if self.request_timeout is not None:
+            self._deadlines = deque()
+            self._deadline_added = trio.Event()
+            self._cancellations = deque(maxlen=self.max_in_flight)
+            self._cancellation_added = trio.Event()
 
     def opened(self, request_id: Any, lists_tools: bool = False) -> None:
         """A client request is forwarded: it is in flight, with a deadline if there is a timeout.

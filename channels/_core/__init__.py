@@ -6,12 +6,17 @@ descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker
 listener and address machinery (``listener``, ``address``, ``options``, ``serve``), TLS contexts and
 the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``), OAuth settings
 and principals (``oauth``), the HTTP request guard (``guard``) and what hosts sharing one socket
-among several servers route by (``mounts``).
+among several servers route by (``mounts``). Only the WebSocket and HTTP rooms mount servers:
+``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and ``guard``, so that
+a process serving Unix sockets or TCP does not hold them.
 
 Import rule: modules here import only each other, the standard library and third-party packages.
 The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
 no trio.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .address import (
     Address,
@@ -74,9 +79,6 @@ from .listener import (
 from .lock import (
     HandoffLock,
 )
-from .mounts import (
-    MountAddress,
-)
 from .oauth import (
     OAuthSettings,
     Principal,
@@ -102,6 +104,12 @@ from .stream import (
 from .unwrap import (
     single_exception,
 )
+
+if TYPE_CHECKING:
+    from .mounts import MountAddress
+
+# Public names imported on first use, and the module of each.
+DEFERRED = {"MountAddress": "mounts"}
 
 __all__ = [
     "AUTHENTICATE_METHOD",
@@ -166,3 +174,12 @@ __all__ = [
     "tokens_from_file",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = DEFERRED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

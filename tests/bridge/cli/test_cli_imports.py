@@ -96,8 +96,8 @@ async def test_importing_bridge_imports_no_room_until_a_public_name_is_used() ->
 
 
 # A bridge run by its console script's entry point in this interpreter, until one client has had its
-# initialize answered over SOCKET; then which of WATCHED are loaded (modules or their submodules),
-# and a SIGTERM. Readiness is systemd's READY=1 on a datagram socket of our own (bridge/_ops/systemd.py).
+# initialize answered over SOCKET; then what REPORT evaluates to (by default, which of WATCHED are
+# loaded), and a SIGTERM. Readiness is systemd's READY=1 on a datagram socket of our own (bridge/_ops/systemd.py).
 TRANSPORT_LIBRARIES = ("websockets", "h11", "httptools", "cattrs", "channels._ws", "channels._http")
 SERVING = """
 import json, os, signal, socket, sys, threading
@@ -115,8 +115,7 @@ def client():
         sock.connect(SOCKET)
         sock.sendall(json.dumps(INITIALIZE).encode() + b"\\n")
         assert b'"result"' in sock.makefile("rb").readline()
-    loaded = sorted(h for h in WATCHED if any(m == h or m.startswith(h + ".") for m in sys.modules))
-    print(json.dumps(loaded), flush=True)
+    print(json.dumps(eval(REPORT)), flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 
 threading.Thread(target=client, daemon=True).start()
@@ -124,12 +123,19 @@ sys.exit(main(ARGS))
 """
 
 
-async def serving_loaded(sock_dir: Path, watched: tuple[str, ...], *flags: str) -> list[str]:
-    """Which of ``watched`` a bridge on a Unix socket with ``flags`` has loaded once it served a client."""
+# What SERVING reports by default: which of WATCHED are loaded (modules or their submodules).
+MODULES_LOADED = 'sorted(h for h in WATCHED if any(m == h or m.startswith(h + ".") for m in sys.modules))'
+
+
+async def serving_loaded(
+    sock_dir: Path, watched: tuple[str, ...], *flags: str, report: str = MODULES_LOADED
+) -> list[str]:
+    """Which of ``watched`` a bridge on a Unix socket with ``flags`` has loaded once it served a
+    client (or the list the expression ``report`` gives then, in the bridge's process)."""
     run = len(list(sock_dir.iterdir()))  # each run its own names: the notify socket stays behind
     socket_path, notify = sock_dir / f"b{run}.sock", sock_dir / f"notify{run}"
     args = ["--listen", f"unix:{socket_path}", *flags, "--", *example_server()]
-    prefix = f"NOTIFY = {str(notify)!r}\nSOCKET = {str(socket_path)!r}\nWATCHED = {watched!r}\n"
+    prefix = f"NOTIFY = {str(notify)!r}\nSOCKET = {str(socket_path)!r}\nWATCHED = {watched!r}\nREPORT = {report!r}\n"
     _, loaded = await loaded_after(
         prefix + SERVING, args
     )  # its last line: SERVING's list, as LOADED's would be
@@ -148,3 +154,27 @@ async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_c
     assert await serving_loaded(sock_dir, ("bridge._shared",), "--child", "per-connection") == []
     # The default (auto) probes the server's era first, with bridge._shared's probe.
     assert await serving_loaded(sock_dir, ("bridge._shared",)) == ["bridge._shared"]
+
+
+# Modules a bridge serving Unix sockets with one child per connection has no use for: the client
+# command, the mount table with its HTTP request guard (only WebSocket and HTTP hosts mount
+# servers), the warm pool (--prespawn) and the tap (--tap). Each costs memory for the daemon's life.
+UNUSED_WHEN_SERVING_UNIX = (
+    "bridge._cli.connect",
+    "bridge._cli.connect_parser",
+    "channels._core.mounts",
+    "channels._core.guard",
+    "bridge._child.pool",
+    "bridge._relay.tap",
+)
+
+
+async def test_a_bridge_serving_unix_sockets_imports_no_module_only_other_commands_hosts_or_flags_need(
+    sock_dir: Path,
+) -> None:
+    assert await serving_loaded(sock_dir, UNUSED_WHEN_SERVING_UNIX, "--child", "per-connection") == []
+
+
+async def test_a_serving_bridge_keeps_no_source_text_of_attrs_generated_methods(sock_dir: Path) -> None:
+    report = '[name for name in __import__("linecache").cache if name.startswith("<attrs generated")]'
+    assert await serving_loaded(sock_dir, (), "--child", "per-connection", report=report) == []

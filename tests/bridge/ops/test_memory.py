@@ -1,13 +1,17 @@
-"""The daemon gives large freed buffers back to the system (glibc's mmap threshold is fixed)."""
+"""The daemon gives large freed buffers back to the system (glibc's mmap threshold is fixed), and
+keeps no source text of attrs-generated methods."""
 
 from __future__ import annotations
 
 import ctypes.util
+import re
 import sys
+import traceback
 
+import attrs
 import pytest
 
-from bridge._ops.memory import return_large_blocks_to_the_system
+from bridge._ops.memory import forget_generated_sources, return_large_blocks_to_the_system
 
 
 @pytest.mark.skipif(
@@ -15,3 +19,21 @@ from bridge._ops.memory import return_large_blocks_to_the_system
 )
 def test_the_mmap_threshold_is_fixed_so_a_freed_large_message_leaves_the_process() -> None:
     assert return_large_blocks_to_the_system() is True
+
+
+@attrs.define
+class Sized:
+    """An attrs class whose generated ``__init__`` raises: its converter refuses text."""
+
+    size: int = attrs.field(converter=int)
+
+
+def test_a_traceback_through_an_attrs_generated_method_still_names_the_class_once_its_source_is_forgotten() -> (
+    None
+):
+    forget_generated_sources()
+    with pytest.raises(ValueError) as raised:
+        Sized("large")  # int("large") fails inside the generated __init__
+    text = "".join(traceback.format_exception(raised.value))
+    assert re.search(r"File \"<attrs generated methods [\w.]*Sized>\", line \d+, in __init__", text)
+    assert "invalid literal for int() with base 10: 'large'" in text
