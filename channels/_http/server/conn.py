@@ -26,13 +26,12 @@ two never read at once. A client that pipelines its next request meanwhile loses
 from __future__ import annotations
 
 from collections.abc import Callable
-from http import HTTPStatus
 
-import attrs
 import trio
 
 from ..._core.fdio import RECEIVE_SIZE, send_all_progressing, send_fd_getter, write_now
 from ..._core.tlsstream import TlsSocketStream
+from .connvalues import STATUS_LINES, ConnectionLimits, status_line
 from .request import (
     DISCARD_BYTES,
     MAX_HEAD_BYTES,
@@ -50,46 +49,8 @@ SERVER_HEADER = b"server: mcp-bridge\r\n"
 # after it, rather than copied to join them (a socket buffer holds about this much at once).
 LARGE_BODY = 64 * 1024
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-# Discarding the rest of an over-limit body, or lingering before closing after a refusal: at most
-# this long in all, and this long without a byte (nginx's lingering_time 30s and
-# lingering_timeout 5s; Apache's lingering close waits up to 2 s per read, 30 s in all).
-DISCARD_TIME = 30.0
-DISCARD_IDLE = 5.0
-
-
-def _status_line(status: int) -> bytes:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = ""
-    return f"HTTP/1.1 {status} {phrase}\r\n".encode()
-
-
-_STATUS_LINES = {status.value: _status_line(status.value) for status in HTTPStatus}
-
-
-@attrs.frozen
-class ConnectionLimits:
-    """How long and how much one HTTP connection may take.
-
-    Attributes:
-        head_timeout: seconds from the first byte of a request to the end of its head (slowloris).
-        body_timeout: seconds to receive a whole body once the head is in.
-        idle_timeout: seconds a kept-alive connection may wait for its next request.
-        send_timeout: seconds a write may wait for the client to read.
-        max_body: the longest body accepted (413 beyond).
-        discard_time: seconds to read and drop the rest of an over-limit body, or what a client
-            sends after a refusal before the connection closes (a lingering close).
-        discard_idle: seconds without a byte after which that stops early.
-    """
-
-    head_timeout: float
-    body_timeout: float
-    idle_timeout: float
-    send_timeout: float
-    max_body: int
-    discard_time: float = DISCARD_TIME
-    discard_idle: float = DISCARD_IDLE
+# What HttpConnection.respond_now() wrote of a response: none of it, all of it, or a part.
+NOT_SENT, SENT, PART_SENT = 0, 1, 2
 
 
 class HttpConnection:
@@ -109,6 +70,7 @@ class HttpConnection:
         self.limits = limits
         self.parsing = Parsing(limits.max_body, check_head)
         self._unparsed = bytearray()  # read while a response was pending, parsed with the next
+        self._unsent = memoryview(b"")  # what respond_now() left for finish_response()
         self._send_fd = send_fd_getter(stream)
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._peer_closed = False
@@ -242,7 +204,7 @@ class HttpConnection:
         return bytes(data)
 
     def _head(self, status: int, headers: Headers, tail: bytes) -> bytes:
-        parts = [_STATUS_LINES.get(status) or _status_line(status), SERVER_HEADER]
+        parts = [STATUS_LINES.get(status) or status_line(status), SERVER_HEADER]
         parts.extend(name + b": " + value + b"\r\n" for name, value in headers)
         parts.append(tail)
         return b"".join(parts)
@@ -250,19 +212,22 @@ class HttpConnection:
     def _closes(self) -> bool:
         return self._peer_closed or self.closing or not self._keep_alive
 
-    async def respond(self, status: int, headers: Headers, body: bytes = b"") -> None:
-        """Send a complete response with ``Content-Length``.
-
-        Raises:
-            trio.BrokenResourceError: the client is gone or did not read in time.
-        """
+    def _response_head(self, status: int, headers: Headers, body: bytes) -> bytes:
         length = b"" if status in (204, 304) else b"content-length: %d\r\n" % len(body)  # RFC 9110 §8.6
         if self._closes():
             self._keep_alive = False
             tail = length + b"connection: close\r\n\r\n"
         else:
             tail = length + b"\r\n"
-        head = self._head(status, headers, tail)
+        return self._head(status, headers, tail)
+
+    async def respond(self, status: int, headers: Headers, body: bytes = b"") -> None:
+        """Send a complete response with ``Content-Length``.
+
+        Raises:
+            trio.BrokenResourceError: the client is gone or did not read in time.
+        """
+        head = self._response_head(status, headers, body)
         if self._head_request:
             await self._send(head)
         elif len(body) <= LARGE_BODY:
@@ -270,6 +235,38 @@ class HttpConnection:
         else:  # no copy of a large body just to prepend the head
             await self._send(head)
             await self._send(body)
+        self._responding = False
+
+    def respond_now(self, status: int, headers: Headers, body: bytes) -> int:
+        """Send a small whole response without waiting, from any task; how much of it went.
+
+        :data:`NOT_SENT`, :data:`SENT`, or :data:`PART_SENT` (the rest is :meth:`finish_response`'s).
+        For a reply routed to a response parked in its JSON wait (``response.JsonAnswer``): the
+        routing task writes what the kernel takes at once, rather than wake the connection's task
+        to write it a scheduler pass later. Nothing is written for a large body, a HEAD request,
+        TLS, a full buffer or a broken connection: the connection's task then answers as usual.
+        """
+        if self._broken or self._head_request or len(body) > LARGE_BODY:
+            return NOT_SENT
+        data = self._response_head(status, headers, body) + body
+        try:
+            sent = write_now(self._send_fd, data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return NOT_SENT  # the connection's own write finds it broken and says so
+        if not sent:
+            return NOT_SENT
+        self.bytes_sent += sent
+        if sent == len(data):
+            self._responding = False
+            return SENT
+        self.on_progress()
+        self._unsent = memoryview(data)[sent:]
+        return PART_SENT
+
+    async def finish_response(self) -> None:
+        """Send what :meth:`respond_now` left (:data:`PART_SENT`); as :meth:`respond`, raises."""
+        rest, self._unsent = self._unsent, memoryview(b"")
+        await self._send(rest)
         self._responding = False
 
     async def start_stream(self, status: int, headers: Headers) -> None:
@@ -309,7 +306,7 @@ class HttpConnection:
         self._streaming = False
         self._responding = False
 
-    async def _send(self, data: bytes) -> None:
+    async def _send(self, data: bytes | memoryview) -> None:
         if self._broken:
             raise trio.BrokenResourceError("the connection is broken")
         try:

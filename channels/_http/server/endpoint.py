@@ -260,6 +260,7 @@ class McpEndpoint:
                 retry_ms=RETRY_MS if resuming else None,
                 keepalive=self.http.sse_keepalive,
                 ticker=self.ticker,
+                answer_now=True,
             )
             if len(session.styles) >= SESSION_STYLES:
                 session.styles.clear()

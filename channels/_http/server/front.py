@@ -29,7 +29,8 @@ from ..._core.options import ListenOptions
 from ..._core.ticker import Ticker
 from ..._core.tlsstream import TLS_STREAMS
 from ..._mcp.admission import HttpRefusal
-from .conn import ConnectionLimits, HttpConnection
+from .conn import HttpConnection
+from .connvalues import ConnectionLimits
 from .proxying import Headers
 from .request import BadRequest, Credential, Parsing, Request
 from .routing import MAX_TARGET_BYTES, not_found, unsafe_target

@@ -23,7 +23,7 @@ import trio
 
 from ..._core.ticker import Ticker
 from ..sse import KEEPALIVE, encode_event
-from .conn import HttpConnection
+from .conn import NOT_SENT, PART_SENT, HttpConnection
 from .stream import ResponseStream
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
@@ -61,6 +61,8 @@ class StreamStyle:
         event: the SSE event type to name on each message, or ``None`` (``message`` implied).
         ticker: where to register the JSON wait's deadline (no cancel scope per request); without
             one, a cancel scope bounds it.
+        answer_now: an answer queued while the response waits for it as JSON is written by the
+            task that queues it, at once (:class:`JsonAnswer`).
     """
 
     extra_headers: Sequence[tuple[bytes, bytes]] = ()
@@ -71,6 +73,7 @@ class StreamStyle:
     keepalive: float = 15.0
     event: str | None = None
     ticker: Ticker | None = None
+    answer_now: bool = False
 
 
 async def write_response(
@@ -174,10 +177,17 @@ async def _answer_as_json(
         else:
             stream.deadline = quick  # the stream is the ticker's waiter: no object per request
             style.ticker.add(stream)
+            answer = stream.answer_now = JsonAnswer(connection, style) if style.answer_now else None
             try:
                 await stream.wait()
             finally:
                 style.ticker.discard(stream)
+                stream.answer_now = None
+            if answer is not None and answer.sent:
+                if answer.sent == PART_SENT:
+                    await connection.finish_response()
+                stream.written(answer.seq, replayable=False)
+                return True
         if not stream.unwritten and not stream.ended and await _wait_watched(connection, stream, deadline):
             return False
     if stream.unwritten == 1 and stream.ended:
@@ -190,6 +200,35 @@ async def _answer_as_json(
         await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
         return True
     return None
+
+
+@attrs.define(eq=False)
+class JsonAnswer:
+    """A response waiting for its answer as JSON, which the task that queues it may write.
+
+    The reply pump of a session routes the answer to its stream (:meth:`ResponseStream.put`),
+    which calls this with it: the response is written from the pump's task at once, as much as
+    the kernel takes without waiting (:meth:`HttpConnection.respond_now`), rather than a
+    scheduler pass later by the response's own task, which that answer wakes. That task then
+    only finishes: it writes any rest within the send timeout and marks the answer written.
+    Nothing else changes: the answer stays queued, and counted in the backlog, until it is
+    written whole; an event stream is never answered so, nor a response past its quick wait.
+
+    Attributes:
+        sent: what :meth:`HttpConnection.respond_now` wrote (``NOT_SENT`` until called).
+        seq: the answer's event, once sent.
+    """
+
+    connection: HttpConnection
+    style: StreamStyle
+    sent: int = NOT_SENT
+    seq: int = 0
+
+    def __call__(self, stream: ResponseStream) -> None:
+        stream.answer_now = None  # once
+        seq, data, _, status = stream.first_unwritten()
+        self.sent = self.connection.respond_now(status, [*JSON_HEADERS, *self.style.extra_headers], data)
+        self.seq = seq
 
 
 async def _wait_watched(connection: HttpConnection, stream: ResponseStream, deadline: float) -> bool:

@@ -257,9 +257,7 @@ class SessionChannel(MessageChannel):
             raise trio.ClosedResourceError("the session channel is closed")
         try:
             return await self._inbound.receive()
-        except trio.EndOfChannel:
-            raise
-        except trio.ClosedResourceError:
+        except trio.ClosedResourceError:  # not trio.EndOfChannel, which passes
             raise trio.ClosedResourceError("the session channel is closed") from None
 
     def receive_nowait(self) -> JSONObject:
@@ -285,12 +283,16 @@ class SessionChannel(MessageChannel):
 
     async def send(self, value: JSONObject) -> None:
         await self.send_lines([value], (None,))
+        await trio.lowlevel.cancel_shielded_checkpoint()  # send keeps trio's rule: a full checkpoint
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
         await self.send_lines(messages, [None] * len(messages))
 
     async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
-        """As :meth:`MessageChannel.send_lines`: a given line is the response body (or event data) as is."""
+        """As :meth:`MessageChannel.send_lines`: a given line is the response body (or event data) as is.
+
+        No yield unless it waited (routing only queues), as ``StreamChannel.send_lines``.
+        """
         if len(lines) != len(messages):
             raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
         if self.closed:
@@ -300,7 +302,7 @@ class SessionChannel(MessageChannel):
             raise trio.ClosedResourceError("the session channel is closed")
         for message, line in zip(messages, lines, strict=True):
             self._route(message, encode(message, newline=False) if line is None else line)
-        await trio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint_if_cancelled()
 
     def _route(self, message: JSONObject, data: bytes) -> None:
         self.bytes_sent += len(data)

@@ -167,6 +167,9 @@ class ResponseStream:
         self._writer: trio.CancelScope | None = None  # the attached response's, to take it over
         self._detached: trio.Event | None = None  # made by take_over(), set by detach()
         self.deadline = float("inf")  # while a response waits for its first message (a waiter)
+        # Set while a response waits to answer as JSON, if it may be written from the task that
+        # queues the answer (response.JsonAnswer): called with the stream by put() for that answer.
+        self.answer_now: Callable[[ResponseStream], object] | None = None
 
     @property
     def kept(self) -> int:
@@ -239,6 +242,8 @@ class ResponseStream:
             self.finals_left -= 1
             if self.finals_left == 0:
                 self.ended = True
+                if self.answer_now is not None and len(self._queue) == 1:
+                    self.answer_now(self)  # the one answer of a response waiting for it: written now
         self._changed.set()
 
     def end(self) -> None:

@@ -1,0 +1,99 @@
+"""An answer queued while its response waits for it as JSON is written by the task that queues it.
+
+``StreamStyle(answer_now=True)`` (a legacy session's responses): the reply pump's ``put`` writes
+the response at once (``response.JsonAnswer``), where the response's own task would write it a
+scheduler pass later. The bytes on the wire must be the same either way, the answer must count in
+the backlog until it is written whole, and what the kernel does not take at once is written by the
+response's own task. Real sockets (a socket pair); no bridge.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+import trio.testing
+
+from channels._core.ticker import Ticker
+from channels._http.server.conn import HttpConnection
+from channels._http.server.connvalues import ConnectionLimits
+from channels._http.server.response import StreamStyle, write_response
+from channels._http.server.stream import Backlog, ResponseStream
+
+TIMEOUT = 10
+LIMITS = ConnectionLimits(head_timeout=5, body_timeout=5, idle_timeout=5, send_timeout=5, max_body=1 << 20)
+HEADERS = ((b"mcp-session-id", b"0123"),)
+
+
+def _pair(buffer: int | None = None) -> tuple[HttpConnection, socket.socket]:
+    server, client = socket.socketpair()
+    if buffer is not None:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
+    client.setblocking(False)
+    return HttpConnection(trio.SocketStream(trio.socket.from_stdlib_socket(server)), LIMITS), client
+
+
+def _read_all(client: socket.socket) -> bytes:
+    data = b""
+    while True:
+        try:
+            chunk = client.recv(1 << 20)
+        except BlockingIOError:
+            return data
+        data += chunk
+
+
+async def _answer(answer_now: bool, body: bytes, buffer: int | None = None) -> tuple[bytes, bytes, bool]:
+    """Queue ``body`` as the final answer while a response waits; what was on the wire right
+    after ``put`` (before the response's task ran again), all that came in the end, the result."""
+    connection, client = _pair(buffer)
+    backlog = Backlog()
+    stream = ResponseStream("1", finals=1, backlog=backlog)
+    style = StreamStyle(extra_headers=HEADERS, ticker=Ticker(), answer_now=answer_now)
+    result: list[bool] = []
+
+    async def respond() -> None:
+        result.append(await write_response(connection, stream, style))
+
+    with client:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(respond)
+            await trio.testing.wait_all_tasks_blocked()
+            assert (stream.answer_now is not None) is answer_now
+            stream.put(body, final=True)
+            at_once = _read_all(client)
+            assert stream.unwritten == 1 or not at_once  # counted until written whole
+            assert backlog.unwritten == (len(body) if stream.unwritten else 0)
+            wire = at_once
+            while not result:  # the response's task finishes (the peer reads meanwhile)
+                await trio.testing.wait_all_tasks_blocked()
+                wire += _read_all(client)
+            wire += _read_all(client)
+        assert stream.unwritten == 0 and backlog.unwritten == 0 and stream.answer_now is None
+        await connection.aclose()
+    return at_once, wire, result[0]
+
+
+async def test_an_answer_written_by_the_task_that_queues_it_is_the_response_its_own_task_writes() -> None:
+    with trio.fail_after(TIMEOUT):
+        body = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}'
+        own_at_once, own, own_ok = await _answer(False, body)
+        now_at_once, now, now_ok = await _answer(True, body)
+    assert own_ok and now_ok
+    assert own_at_once == b""  # its own task had not run yet
+    assert now_at_once == now == own  # written by put(), byte for byte the same response
+    assert own.startswith(b"HTTP/1.1 200 OK\r\n") and own.endswith(b"\r\n\r\n" + body)
+    assert b"mcp-session-id: 0123\r\n" in own and b"content-type: application/json\r\n" in own
+
+
+async def test_what_the_kernel_does_not_take_at_once_of_an_answer_is_written_by_the_responses_own_task() -> (
+    None
+):
+    with trio.fail_after(TIMEOUT):
+        body = b'{"jsonrpc":"2.0","id":8,"result":"' + b"x" * 60_000 + b'"}'
+        _, own, own_ok = await _answer(False, body, buffer=4096)
+        now_at_once, now, now_ok = await _answer(True, body, buffer=4096)
+    assert own_ok and now_ok
+    assert 0 < len(now_at_once) < len(now)  # a part at once, the rest by the response's task
+    assert now == own and own.endswith(body)
