@@ -48,6 +48,7 @@ class FrameReceiver(FrameSender):
     """
 
     __slots__ = (
+        "_drained",
         "_end",
         "_fragments",
         "_large",
@@ -89,6 +90,10 @@ class FrameReceiver(FrameSender):
         self._reads = 0
         self._read_started = 0
         self.bytes_received = 0
+        # The last read returned less than it asked for: the kernel's buffer was empty, so the next
+        # read of frames waits for bytes first instead of failing with EAGAIN (receive_some's
+        # wait_first): one system call and exception less per message a relay forwards.
+        self._drained = False
         # Whether the library owes the peer something (a pong, a closing reply) for frames that
         # came with the handshake: written before the first read.
         self._owed = False
@@ -114,10 +119,14 @@ class FrameReceiver(FrameSender):
                 # The frame's last read also takes what follows it, up to a read's size, as a
                 # read of RECEIVE_SIZE would: the peer's writes are drained no less eagerly.
                 spill = bytearray(RECEIVE_SIZE if len(large) - self._large_filled < RECEIVE_SIZE else 0)
+                asked = len(large) - self._large_filled + len(spill)
+                # Straight away even after a short read: mid-frame the peer is still writing, and
+                # the kernel has usually taken more by now (an echo of 16 MiB did not pay for waiting).
                 received = await receive_into(receive_fd, (memoryview(large)[self._large_filled :], spill))
             else:
                 large = None
-                data = await receive_some(self._stream, receive_fd)
+                asked = RECEIVE_SIZE
+                data = await receive_some(self._stream, receive_fd, wait_first=self._drained)
                 received = len(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             if self._closed:
@@ -128,6 +137,7 @@ class FrameReceiver(FrameSender):
         finally:
             self._read_started = 0
         self.bytes_received += received
+        self._drained = received < asked  # a short read emptied the kernel's buffer
         if not received:
             self._receive_eof()
         elif large is None:
