@@ -39,7 +39,7 @@ from channels import PeerInfo, ProtocolError, StreamChannel
 
 from .._errors import ChildStartError, ConfigError
 from .._limits import Limits
-from .sandbox import Sandbox, sandboxed
+from .sandbox import Sandbox
 from .stderr import RateLimiter, StderrReader, escape_for_log, log_stderr
 
 logger = logging.getLogger("bridge.child")
@@ -329,6 +329,8 @@ async def open_child(
         if "TMPDIR" not in spec.env:
             env.pop("TMPDIR", None)
         try:
+            from .bwrap import sandboxed  # loads only where a child is sandboxed
+
             argv = sandboxed(spec.sandbox, argv, spec.cwd, env)
         except ConfigError as exc:
             raise ChildStartError(f"cannot start {spec.argv[0]!r} sandboxed: {exc}") from None
