@@ -359,11 +359,14 @@ async def open_child(
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(argv))
     body_error: BaseException | None = None
     try:
+        if stderr_reader is not None:
+            # The daemon's task logs stderr: this block starts none, and so needs no nursery
+            # (one per connection).
+            stderr_reader.add(stderr_fd, spec.name, process.pid)
+            yield child
+            return
         async with trio.open_nursery() as nursery:
-            if stderr_reader is None:
-                nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
-            else:
-                stderr_reader.add(stderr_fd, spec.name, process.pid)
+            nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
             try:
                 yield child
             except BaseException as exc:
