@@ -20,7 +20,7 @@ import attrs
 from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse_address
 
 from .._child.process import ChildSpec
-from .._child.supervisor import RestartPolicy
+from .._child.restarts import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits
