@@ -1,8 +1,9 @@
-"""A relay's pumps keep nothing of the batch they moved while they wait for the next one.
+"""What a waiting relay holds: nothing of the last batch, and no task it does not need.
 
 A connection that goes quiet then holds no message, and a large reply is freed once written, not
-when the child writes again (bridge/_relay/to_child.py, to_client.py). The pumps' frames are read
-while every task waits; the child is the real example server.
+when the child writes again (bridge/_relay/to_child.py, to_client.py); ``stop_now`` is watched by
+``Relay.run``'s own task, not one of its own (every connection has a relay). The tasks and their
+frames are read while every task waits; the child is the real example server.
 """
 
 from __future__ import annotations
@@ -42,7 +43,16 @@ def batch_locals_of_pumps() -> dict[str, set[str]]:
     return held
 
 
-async def test_a_relays_pumps_hold_no_message_of_the_last_batch_while_waiting_for_the_next() -> None:
+def relay_task_names() -> list[str]:
+    """The qualified names of the tasks a running relay (no timeouts) started, sorted."""
+    for task in tasks_under(trio.lowlevel.current_root_task()):
+        frame = getattr(task.coro, "cr_frame", None)
+        if frame is not None and frame.f_code is Relay.run.__code__:
+            return sorted(child.coro.__qualname__ for child in task.child_nurseries[0].child_tasks)
+    raise AssertionError("no relay is running")
+
+
+async def test_a_waiting_relays_pumps_hold_no_message_of_the_last_batch_and_it_runs_four_tasks() -> None:
     with trio.fail_after(TIMEOUT):
         left, right = trio.testing.memory_stream_pair()
         served = StreamChannel(right, peer=PeerInfo("memory"))
@@ -57,4 +67,10 @@ async def test_a_relays_pumps_hold_no_message_of_the_last_batch_while_waiting_fo
                 assert decode(bytes(buffer).rstrip(b"\n"))["id"] == 1
                 await trio.testing.wait_all_tasks_blocked()
                 assert batch_locals_of_pumps() == {"ToChild.run": set(), "ToClient.run": set()}
+                assert relay_task_names() == [
+                    "Relay._watch_stop",
+                    "ToChild.run",
+                    "ToClient.run",
+                    "ToClient.watch_child",
+                ]
                 await left.aclose()
