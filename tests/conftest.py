@@ -450,7 +450,8 @@ def bwrap_or_skip() -> None:
 
     .ci/run installs bubblewrap, so in CI a sandbox test that did not run is a failure.
     """
-    from bridge._child.sandbox import Sandbox, check_sandbox
+    from bridge._child.bwrap import check_sandbox
+    from bridge._child.sandbox import Sandbox
     from bridge._errors import ConfigError
 
     try:

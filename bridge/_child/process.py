@@ -39,7 +39,7 @@ from channels import PeerInfo, ProtocolError, StreamChannel
 
 from .._errors import ChildStartError, ConfigError
 from .._limits import Limits
-from .sandbox import Sandbox, sandboxed
+from .sandbox import Sandbox
 from .stderr import RateLimiter, StderrReader, escape_for_log, log_stderr
 
 logger = logging.getLogger("bridge.child")
@@ -329,6 +329,8 @@ async def open_child(
         if "TMPDIR" not in spec.env:
             env.pop("TMPDIR", None)
         try:
+            from .bwrap import sandboxed  # loads only where a child is sandboxed
+
             argv = sandboxed(spec.sandbox, argv, spec.cwd, env)
         except ConfigError as exc:
             raise ChildStartError(f"cannot start {spec.argv[0]!r} sandboxed: {exc}") from None
@@ -357,11 +359,14 @@ async def open_child(
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(argv))
     body_error: BaseException | None = None
     try:
+        if stderr_reader is not None:
+            # The daemon's task logs stderr: this block starts none, and so needs no nursery
+            # (one per connection).
+            stderr_reader.add(stderr_fd, spec.name, process.pid)
+            yield child
+            return
         async with trio.open_nursery() as nursery:
-            if stderr_reader is None:
-                nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
-            else:
-                stderr_reader.add(stderr_fd, spec.name, process.pid)
+            nursery.start_soon(log_stderr, process.stderr, spec.name, process.pid)
             try:
                 yield child
             except BaseException as exc:

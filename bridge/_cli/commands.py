@@ -15,7 +15,7 @@ import trio
 
 from channels import AddressError, ListenError, parse_address
 
-from .._child.supervisor import CrashLoop
+from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
 from .._ops.logs import configure_logging
 from .._ops.memory import forget_generated_sources, return_large_blocks_to_the_system

@@ -20,8 +20,8 @@ import attrs
 from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, parse_address
 
 from .._child.process import ChildSpec
+from .._child.restarts import RestartPolicy
 from .._child.sandbox import Sandbox
-from .._child.supervisor import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size

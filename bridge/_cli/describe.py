@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._child.sandbox import Sandbox, find_bwrap
+from .._child.sandbox import Sandbox
 from .._daemon.config import ServeConfig
 from .._ops.plan import FleetPlan
 
@@ -13,6 +13,8 @@ def _describe_sandbox(sandbox: Sandbox | None) -> str:
     """``"; sandboxed by /usr/bin/bwrap: no network, writable /srv/data, hidden /etc/x.toml"``."""
     if sandbox is None:
         return ""
+    from .._child.bwrap import find_bwrap  # loads only where a child is sandboxed
+
     parts = ["network" if sandbox.network else "no network"]
     for what, paths in (
         ("writable", sandbox.read_write),

@@ -17,7 +17,6 @@ from typing import Any
 import attrs
 
 from .._child.process import ChildSpec
-from .._child.sandbox import check_sandbox
 from .._errors import ConfigError
 from .._ops.plan import FleetPlan
 from .serve_parser import serve_parser
@@ -107,5 +106,7 @@ def read_config(
             unavailable[name] = str(exc)
             continue
         if sandbox is not None:
+            from .._child.bwrap import check_sandbox  # loads only where a server is sandboxed
+
             check_sandbox(sandbox, f"servers.{name}.sandbox", f"servers.{name}.sandbox.bwrap")
     return attrs.evolve(fleet, servers=configs, unavailable=unavailable)

@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from .._child.supervisor import RestartPolicy
+from .._child.restarts import RestartPolicy
 from .._errors import ConfigError
 
 LISTENER_KINDS = ("unix", "tcp", "tls", "ws", "wss", "http", "https", "fd")

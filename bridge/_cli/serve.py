@@ -20,8 +20,7 @@ import attrs
 from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse_address
 
 from .._child.process import ChildSpec
-from .._child.sandbox import check_sandbox
-from .._child.supervisor import RestartPolicy
+from .._child.restarts import RestartPolicy
 from .._daemon.config import IDLE_STOP, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits
@@ -84,6 +83,8 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
     )
     check_command(spec)
     if sandbox is not None:
+        from .._child.bwrap import check_sandbox  # loads with --sandbox only
+
         check_sandbox(sandbox)
     limits = Limits(
         max_client_message=options.max_message,

@@ -13,7 +13,7 @@ import argparse
 
 from channels import HttpOptions, address_schemes
 
-from .._child.supervisor import RestartPolicy
+from .._child.restarts import RestartPolicy
 from .._daemon.config import IDLE_STOP
 from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode

@@ -9,7 +9,7 @@ import attrs
 from channels import Address, ListenOptions, parse_address
 
 from .._child.process import ChildSpec
-from .._child.supervisor import RestartPolicy
+from .._child.restarts import RestartPolicy
 from .._limits import Limits
 from .._relay.scopes import ToolScopes
 

@@ -33,8 +33,8 @@ import trio
 
 from channels import ListenError, MessageListener, serve_listeners
 
+from .._child.restarts import SupervisorState
 from .._child.stderr import StderrReader
-from .._child.supervisor import SupervisorState
 from .._relay.requests import RequestMetrics
 from .config import ServeConfig
 from .connection import Connections

@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from .._child.process import open_child
-from .._child.supervisor import CrashLoop, SupervisorState
+from .._child.restarts import CrashLoop, SupervisorState
 from .config import ServeConfig
 from .statistics import Counters
 from .usage import Usage

@@ -40,7 +40,7 @@ import trio
 
 from channels import JSONObject, ListenError, TcpAddress
 
-from .._child.supervisor import CrashLoop
+from .._child.restarts import CrashLoop
 from .._daemon.config import ServeConfig
 from .._daemon.daemon import Daemon
 from .._errors import ChildStartError, ConfigError

@@ -11,9 +11,9 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
 ``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``,
-``_watch_stop_now``, with an idle timeout
-``IdleWatch.run`` (:mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
-(:mod:`.ledger`, the book of requests both directions keep). The first condition that ends the
+with an idle timeout ``IdleWatch.run`` (:mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
+(:mod:`.ledger`, the book of requests both directions keep); ``run``'s own task watches
+``stop_now``. The first condition that ends the
 connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
 ``send_timeout``), the tasks are then cancelled, the requests still in flight are answered with the
 Ending's error, and ``run`` returns. Closing the client and stopping the child are
@@ -80,6 +80,8 @@ class Relay:
 
     ending: Ending | None = attrs.field(init=False, default=None)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # run's wait for stop_now, cut short by the ending: a task less for every connection
+    _until_ended: trio.CancelScope = attrs.field(init=False, factory=trio.CancelScope)
     _ledger: Ledger = attrs.field(init=False)
     _client_writer: ClientWriter = attrs.field(init=False)
     _child_writer: ChildWriter = attrs.field(init=False)
@@ -155,7 +157,6 @@ class Relay:
             tasks.start_soon(self._to_client.run)
             tasks.start_soon(self._to_client.watch_child)
             tasks.start_soon(self._watch_stop)
-            tasks.start_soon(self._watch_stop_now)
             if self._idle is not None:
                 tasks.start_soon(self._idle.run, self._ledger.wait_idle, self._end)
             if self.limits.request_timeout is not None:
@@ -165,7 +166,9 @@ class Relay:
                     self._client_writer.reply,
                     self.client,
                 )
-            await self._ended.wait()
+            with self._until_ended:  # cancelled by _end
+                await self.stop_now.wait()
+                self._end(STOPPED_AT_ONCE)
             await self._finish_write()
             tasks.cancel_scope.cancel()
         self._client_writer.resume()
@@ -186,6 +189,7 @@ class Relay:
         if self.ending is None:
             self.ending = ending
             self._ended.set()
+            self._until_ended.cancel()
 
     async def _finish_write(self) -> None:
         """Let a write to the client in progress end (bounded) before the tasks are cancelled.
@@ -208,7 +212,7 @@ class Relay:
     async def _watch_stop(self) -> None:
         """End the connection when a graceful stop begins, after the drain.
 
-        A stop at once is :meth:`_watch_stop_now`'s, watched from the start: a program embedding
+        A stop at once is :meth:`run`'s own task's to watch, from the start: a program embedding
         the relay may set ``stop_now`` alone.
         """
         await self.stopping.wait()
@@ -219,7 +223,3 @@ class Relay:
     async def _cancel_on_stop_now(self, scope: trio.CancelScope) -> None:
         await self.stop_now.wait()
         scope.cancel()
-
-    async def _watch_stop_now(self) -> None:
-        await self.stop_now.wait()
-        self._end(STOPPED_AT_ONCE)

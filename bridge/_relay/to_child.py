@@ -122,6 +122,10 @@ class ToChild:
             if forward and not await self._send_to_child(forward, forward_lines):
                 await self._child_input_closed()
                 return
+            # Nothing of this batch is kept while waiting for the next: a connection that goes
+            # quiet holds no message, and a large one is freed once written, not on the next read.
+            # (A batch is never empty, so the last item is bound.)
+            del items, lines, forward, forward_lines, item
 
     async def _answer_bad_input(self, error: ProtocolError, count: int) -> bool:
         """Answer one bad message; False when the connection must end because of it."""

@@ -115,17 +115,19 @@ class ToClient:
                     self._strays.stray(self.client.peer, request_id)
                 else:
                     self._strays.late(self.client.peer, request_id)
-            if not out:
-                continue
-            # Deliver first, then mark answered: a write that fails or is cancelled leaves the
-            # requests in flight, to be answered by the bridge: never twice, never not at all.
-            # Meanwhile they are being written, which keeps a request timeout from answering them.
-            self._in_flight.writing(answered)
-            if not await self._send_to_client(out, out_lines):
-                return
-            for request_id in answered:
-                self._in_flight.close(request_id)
-            self._check_idle()
+            if out:
+                # Deliver first, then mark answered: a write that fails or is cancelled leaves the
+                # requests in flight, to be answered by the bridge: never twice, never not at all.
+                # Meanwhile they are being written, which keeps a request timeout from answering them.
+                self._in_flight.writing(answered)
+                if not await self._send_to_client(out, out_lines):
+                    return
+                for request_id in answered:
+                    self._in_flight.close(request_id)
+                self._check_idle()
+            # Nothing of this batch is kept while waiting for the next: a 16 MiB reply is freed once
+            # written, not when the child writes again. (A batch is never empty: item is bound.)
+            del items, lines, out, out_lines, answered, item, line
 
     def _child_sent_bad_output(
         self,

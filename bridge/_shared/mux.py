@@ -47,7 +47,8 @@ import trio
 from channels import JSONObject, MessageChannel
 
 from .._child.process import ChildProcess, ChildSpec
-from .._child.supervisor import CrashLoop, RestartPolicy, Supervisor
+from .._child.restarts import CrashLoop, RestartPolicy
+from .._child.supervisor import Supervisor
 from .._errors import CONNECTION_CLOSED, ChildStartError, error_response
 from .._limits import Limits
 from .._relay.idle import IdleWatch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge import Sandbox
-from bridge._child.sandbox import HostFacts, bwrap_argv
+from bridge._child.bwrap import HostFacts, bwrap_argv
 
 FACTS = HostFacts(
     bwrap="/usr/bin/bwrap",

@@ -103,3 +103,23 @@ async def test_one_stderr_reader_serves_many_children_each_line_tagged_with_its_
             nursery.cancel_scope.cancel()
     for name, pid in pids.items():
         assert untagged(child_lines, pid) == [f"hello from {name}"]
+
+
+async def test_a_child_whose_stderr_the_daemons_reader_logs_opens_no_nursery_and_passes_errors_unchanged() -> (
+    None
+):
+    # One nursery less for every connection; the block's own exception still comes out as itself.
+    spec = ChildSpec((sys.executable, "-c", "import sys; sys.stdin.read()"), name="quiet")
+    reader = StderrReader()
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader.run)
+            task = trio.lowlevel.current_task()
+            nurseries = list(task.child_nurseries)
+            with pytest.raises(KeyError, match="from the block"):
+                async with open_child(spec, PATIENT_STOP, reader) as child:
+                    assert task.child_nurseries == nurseries
+                    assert child.returncode is None
+                    raise KeyError("from the block")
+            assert reader.children == 0
+            nursery.cancel_scope.cancel()

@@ -158,7 +158,8 @@ async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_c
 
 # Modules a bridge serving Unix sockets with one child per connection has no use for: the client
 # command, the mount table with its HTTP request guard (only WebSocket and HTTP hosts mount
-# servers), the warm pool (--prespawn) and the tap (--tap). Each costs memory for the daemon's life.
+# servers), the warm pool (--prespawn), the tap (--tap), the sandbox's bwrap machinery
+# (--sandbox) and the shared child's supervisor. Each costs memory for the daemon's life.
 UNUSED_WHEN_SERVING_UNIX = (
     "bridge._cli.connect",
     "bridge._cli.connect_parser",
@@ -166,6 +167,8 @@ UNUSED_WHEN_SERVING_UNIX = (
     "channels._core.guard",
     "bridge._child.pool",
     "bridge._relay.tap",
+    "bridge._child.bwrap",
+    "bridge._child.supervisor",
 )
 
 

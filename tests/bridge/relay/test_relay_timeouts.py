@@ -160,6 +160,23 @@ async def test_a_stop_at_once_set_with_the_graceful_stop_answers_requests_in_fli
         assert relay.ending is not None and not relay.ending.answers_unread
 
 
+async def test_a_stop_at_once_set_alone_ends_the_relay_and_answers_requests_in_flight_at_once(autojump_clock):
+    # A program embedding the relay may set stop_now without stopping (docs/embedding.md).
+    relay, client, child = make_relay(Limits(drain_timeout=10))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(5))
+            await child.server.receive()
+            relay.stop_now.set()
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started < 1
+        assert reply["error"]["data"]["reason"] == "shutting-down"
+        assert relay.ending is not None and not relay.ending.answers_unread
+        assert not relay.stopping.is_set()
+
+
 async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(autojump_clock):
     relay, _client, child = make_relay(Limits(send_timeout=30), lockstep_client=True)
     with trio.fail_after(VIRTUAL_DEADLINE):
