@@ -18,7 +18,7 @@ from channels import AddressError, ListenError, parse_address
 from .._child.supervisor import CrashLoop
 from .._errors import ChildStartError, ConfigError
 from .._ops.logs import configure_logging
-from .._ops.memory import return_large_blocks_to_the_system
+from .._ops.memory import collect_garbage_less_often, return_large_blocks_to_the_system
 from .connect import run_connect
 from .connect_parser import build_connect_options, connect_parser
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
@@ -61,6 +61,7 @@ def _serve(args: list[str]) -> int:
     parser = serve_parser()
     options = parser.parse_args(args)
     return_large_blocks_to_the_system()
+    collect_garbage_less_often()
     if options.config is None and not options.listen:
         parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
     configure_logging(options.log_level, options.log_format)
