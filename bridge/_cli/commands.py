@@ -18,7 +18,11 @@ from channels import AddressError, ListenError, parse_address
 from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
 from .._ops.logs import configure_logging
-from .._ops.memory import forget_generated_sources, return_large_blocks_to_the_system
+from .._ops.memory import (
+    collect_garbage_less_often,
+    forget_generated_sources,
+    return_large_blocks_to_the_system,
+)
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
 from .serve import check_config, serve, servers_to_run
 from .serve_parser import serve_parser
@@ -63,6 +67,7 @@ def _serve(args: list[str]) -> int:
     parser = serve_parser()
     options = parser.parse_args(args)
     return_large_blocks_to_the_system()
+    collect_garbage_less_often()
     if options.config is None and not options.listen:
         parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
     configure_logging(options.log_level, options.log_format)

@@ -1,4 +1,4 @@
-"""Memory the daemon need not keep: large freed buffers (glibc only), generated methods' source.
+"""Memory the daemon need not keep (large freed buffers, generated source); garbage collected less often.
 
 The bridge relays messages of up to 16 MiB (and more with ``--max-message``); each passes through a
 few copies (bytes read, decoded text, encoded bytes). glibc serves such blocks with ``mmap`` and
@@ -9,12 +9,20 @@ instead of 67. Setting the threshold explicitly turns the adjustment off.
 
 attrs keeps the source text of every method it generates in :mod:`linecache`:
 :func:`forget_generated_sources` drops it once the daemon's modules are imported.
+
+The cycle collector runs a young collection each time 700 more container objects were made than
+freed (CPython's default). A relay keeps every request in flight alive (64 in the benchmark's
+pipelined load, each a few dozen objects): a young collection then finds them all still alive,
+traverses them again in the middle generation and promotes them to the oldest, whose growth
+triggers full collections of the whole heap. Measured under the 2026-07-28 HTTP pipelined load:
+a young collection every 22 calls, a full one every 3,000, about 15 µs of each call's CPU.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import linecache
 import logging
 
@@ -24,6 +32,12 @@ logger = logging.getLogger("bridge.memory")
 # anything a large message needs (glibc's own default starts at 128 KiB).
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1024 * 1024
+
+# Young collections after this many more containers made than freed (CPython's default is 700):
+# enough for a few hundred requests in flight to be freed by their reference counts before a
+# collection sees them. What it delays is only cyclic garbage, which the relay makes little of
+# (about 4 objects a young collection found under the load above), so memory does not grow.
+GC_YOUNG_THRESHOLD = 20_000
 
 
 def return_large_blocks_to_the_system() -> bool:
@@ -50,3 +64,9 @@ def forget_generated_sources() -> None:
     line's text. Entries for real files are read again from disk when a traceback needs them.
     """
     linecache.clearcache()
+
+
+def collect_garbage_less_often() -> None:
+    """Raise the young collection's threshold to :data:`GC_YOUNG_THRESHOLD` (older ones keep theirs)."""
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)
