@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, PeerInfo, receive_batch
+from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, receive_batch
+from channels._core.virtual import VirtualIncoming  # a 2026-07-28 exchange served by handle()
 
 from .._child.process import ChildProcess, open_child
 from .._child.stderr import StderrReader
@@ -156,7 +157,7 @@ class Connections:
             or self.stopping.is_set()
         ):
             async with trio.open_nursery() as beside:
-                beside.start_soon(self.handle, _Established(channel))
+                beside.start_soon(self.handle, VirtualIncoming(channel))
                 await respond()
             return
         responded = False
@@ -321,24 +322,3 @@ async def refuse(client: MessageChannel, code: int, message: str, reason: str, *
             await client.send_many(replies or [error_response(None, code, message, reason, **data)])
         except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-
-
-@attrs.frozen
-class _Established(Incoming):
-    """An exchange (:meth:`Connections.serve_exchange`) as an ``Incoming``, for :meth:`Connections.handle`."""
-
-    channel: MessageChannel
-
-    @property
-    def peer(self) -> PeerInfo:
-        return self.channel.peer
-
-    @asynccontextmanager
-    async def establish(self) -> AsyncIterator[MessageChannel]:
-        try:
-            yield self.channel
-        finally:
-            await self.channel.aclose()
-
-    async def aclose(self) -> None:
-        await self.channel.aclose()

@@ -3,12 +3,12 @@
 What lives here: the exceptions (``errors``), JSON-RPC values (``jsonrpc``), newline framing
 (``framing``), the Channel interface (``channel``), the stream channel (``stream``), reading a file
 descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker (``ticker``), the
-listener and address machinery (``listener``, ``address``, ``options``, ``serve``), TLS contexts and
-the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``), OAuth settings
-and principals (``oauth``), the HTTP request guard (``guard``) and what hosts sharing one socket
-among several servers route by (``mounts``). Only the WebSocket and HTTP rooms mount servers:
-``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and ``guard``, so that
-a process serving Unix sockets or TCP does not hold them.
+listener and address machinery (``listener``, ``virtual``, ``address``, ``options``, ``serve``),
+TLS contexts and the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``),
+OAuth settings and principals (``oauth``), the HTTP request guard (``guard``) and what hosts
+sharing one socket among several servers route by (``mounts``). Only the WebSocket and HTTP rooms
+mount servers: ``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and
+``guard``, so that a process serving Unix sockets or TCP does not hold them.
 
 Import rule: modules here import only each other, the standard library and third-party packages.
 The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import

@@ -2,47 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, final
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import trio
 
 from ..._core.channel import ExchangeHandler, MessageChannel, PeerInfo
-from ..._core.listener import Incoming, IncomingHandler
+from ..._core.listener import IncomingHandler
 from ..._core.oauth import Principal
+from ..._core.virtual import VirtualIncoming
 from ..._mcp.admission import HttpRefusal
 from .conn import HttpConnection
 from .request import Request
 
 Headers = Sequence[tuple[bytes, bytes]]
-
-
-@final
-@attrs.define(eq=False)
-class VirtualIncoming(Incoming):
-    """A session, request or SSE stream that arrived over HTTP, for the bridge to serve.
-
-    The bridge owns it as any :class:`~channels.Incoming`; :meth:`establish` yields the channel
-    at once (the HTTP checks already passed) and closes it when the block ends.
-    """
-
-    channel: MessageChannel
-
-    @property
-    def peer(self) -> PeerInfo:
-        return self.channel.peer
-
-    @asynccontextmanager
-    async def establish(self) -> AsyncIterator[MessageChannel]:
-        try:
-            yield self.channel
-        finally:
-            await self.channel.aclose()
-
-    async def aclose(self) -> None:
-        await self.channel.aclose()
 
 
 class Refused(Exception):
