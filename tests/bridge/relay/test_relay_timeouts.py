@@ -6,6 +6,7 @@ a 30 s grace runs in microseconds; that is only sound without real I/O in flight
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -125,56 +126,50 @@ async def test_the_drain_deadline_answers_requests_still_in_flight(autojump_cloc
         assert reply["error"]["data"]["reason"] == "shutting-down"
 
 
+async def answered_at_once_when_stopped(stop: Callable[[Relay], Awaitable[None]]) -> Relay:
+    """Run a relay with one request in flight, ``stop`` it, and check the request is answered
+    ``shutting-down`` within a (virtual) second, the relay not answering what is unread."""
+    relay, client, child = make_relay(Limits(drain_timeout=10))
+    with trio.fail_after(VIRTUAL_DEADLINE):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_then_close, relay)
+            await client.send(tool_request(5))
+            await child.server.receive()
+            await stop(relay)
+            started = trio.current_time()
+            reply = await client.receive()
+            assert trio.current_time() - started < 1
+        assert reply["error"]["data"]["reason"] == "shutting-down"
+        assert relay.ending is not None and not relay.ending.answers_unread
+    return relay
+
+
 async def test_a_stop_at_once_during_the_drain_answers_requests_in_flight_without_waiting_for_it(
     autojump_clock,
 ):
-    relay, client, child = make_relay(Limits(drain_timeout=10))
-    with trio.fail_after(VIRTUAL_DEADLINE):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_then_close, relay)
-            await client.send(tool_request(5))
-            await child.server.receive()
-            relay.stopping.set()
-            await trio.sleep(3)
-            relay.stop_now.set()
-            started = trio.current_time()
-            reply = await client.receive()
-            assert trio.current_time() - started < 1
-        assert reply["error"]["data"]["reason"] == "shutting-down"
-        assert relay.ending is not None and not relay.ending.answers_unread
+    async def stop(relay: Relay) -> None:
+        relay.stopping.set()
+        await trio.sleep(3)
+        relay.stop_now.set()
+
+    await answered_at_once_when_stopped(stop)
 
 
 async def test_a_stop_at_once_set_with_the_graceful_stop_answers_requests_in_flight_at_once(autojump_clock):
-    relay, client, child = make_relay(Limits(drain_timeout=10))
-    with trio.fail_after(VIRTUAL_DEADLINE):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_then_close, relay)
-            await client.send(tool_request(5))
-            await child.server.receive()
-            relay.stopping.set()
-            relay.stop_now.set()
-            started = trio.current_time()
-            reply = await client.receive()
-            assert trio.current_time() - started < 1
-        assert reply["error"]["data"]["reason"] == "shutting-down"
-        assert relay.ending is not None and not relay.ending.answers_unread
+    async def stop(relay: Relay) -> None:
+        relay.stopping.set()
+        relay.stop_now.set()
+
+    await answered_at_once_when_stopped(stop)
 
 
 async def test_a_stop_at_once_set_alone_ends_the_relay_and_answers_requests_in_flight_at_once(autojump_clock):
     # A program embedding the relay may set stop_now without stopping (docs/embedding.md).
-    relay, client, child = make_relay(Limits(drain_timeout=10))
-    with trio.fail_after(VIRTUAL_DEADLINE):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_then_close, relay)
-            await client.send(tool_request(5))
-            await child.server.receive()
-            relay.stop_now.set()
-            started = trio.current_time()
-            reply = await client.receive()
-            assert trio.current_time() - started < 1
-        assert reply["error"]["data"]["reason"] == "shutting-down"
-        assert relay.ending is not None and not relay.ending.answers_unread
-        assert not relay.stopping.is_set()
+    async def stop(relay: Relay) -> None:
+        relay.stop_now.set()
+
+    relay = await answered_at_once_when_stopped(stop)
+    assert not relay.stopping.is_set()
 
 
 async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(autojump_clock):
