@@ -28,6 +28,7 @@ CHANNELS_NAMES = [
     "CredentialError",
     "CredentialsRefused",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "ExchangeHandler",
     "FdAddress",
     "HandoffLock",
     "HandshakeError",

@@ -39,6 +39,7 @@ from .auth import (
 )
 from .channel import (
     CloseReason,
+    ExchangeHandler,
     MessageChannel,
     PeerInfo,
     receive_batch,
@@ -125,6 +126,7 @@ __all__ = [
     "ConnectOptions",
     "CredentialError",
     "CredentialsRefused",
+    "ExchangeHandler",
     "HandoffLock",
     "HandshakeError",
     "HttpOptions",
