@@ -35,17 +35,10 @@ import httpx2
 import pytest
 import trio
 from oidc import AuthorizationServer, authorization_server, make_key
+from sandboxing import bwrap_or_skip, pid_namespace, wait_for_sandbox_namespace
 from test_deploy import PUBLIC_HOST, PublicTls, installed, public_tls, running_proxy
 
-from conftest import (
-    REPO,
-    BridgeProcess,
-    bridge_process,
-    bwrap_or_skip,
-    pid_namespace,
-    poll,
-    wait_for_sandbox_namespace,
-)
+from conftest import REPO, BridgeProcess, bridge_process, poll
 
 __all__ = ["public_tls"]  # the fixture, imported for the tests below
 

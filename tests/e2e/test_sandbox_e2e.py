@@ -15,6 +15,13 @@ from pathlib import Path
 import pytest
 import trio
 from commands import run_bridge
+from sandboxing import (
+    bwrap_or_skip,
+    processes_in,
+    processes_with,
+    until_namespace_is_empty,
+    wait_for_sandbox_namespace,
+)
 
 from bridge._child.sandbox import Sandbox
 from bridge._cli import config as config_file
@@ -22,18 +29,7 @@ from bridge._cli.serve import build_serve_config
 from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
 
-from conftest import (
-    REPO,
-    LineClient,
-    bridge_process,
-    bwrap_or_skip,
-    poll,
-    processes_in,
-    processes_with,
-    request,
-    until_namespace_is_empty,
-    wait_for_sandbox_namespace,
-)
+from conftest import REPO, LineClient, bridge_process, poll, request
 
 TIMEOUT = 20
 VENV_BIN = os.path.dirname(sys.executable)

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 import trio
+from sandboxing import bwrap_or_skip, processes_in, sandbox_namespace, until_namespace_is_empty
 
 from bridge import ChildSpec, Limits, Sandbox, open_child
-
-from conftest import bwrap_or_skip, processes_in, sandbox_namespace, until_namespace_is_empty
 
 TIMEOUT = 10
 QUICK = Limits(stop_stdin_timeout=0.5, stop_term_timeout=0.5)

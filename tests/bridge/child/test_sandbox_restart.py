@@ -20,6 +20,14 @@ from typing import Any
 
 import pytest
 import trio
+from sandboxing import (
+    bwrap_or_skip,
+    processes_with,
+    sandbox_namespace,
+    sandbox_server,
+    session_leaders_in,
+    until_namespace_is_empty,
+)
 
 from bridge import ChildSpec, Limits, Sandbox
 from bridge._child.process import ChildProcess
@@ -28,17 +36,11 @@ from bridge._child.supervisor import CrashLoop, RestartPolicy, Supervisor, Super
 from conftest import (
     EXAMPLE_SERVER,
     LineClient,
-    bwrap_or_skip,
     poll,
     process_exists,
-    processes_with,
     request,
     result_text,
     running_bridge,
-    sandbox_namespace,
-    sandbox_server,
-    session_leaders_in,
-    until_namespace_is_empty,
 )
 
 TIMEOUT = 20  # seconds: a handful of sandboxed Python start-ups
