@@ -40,6 +40,7 @@ from .serve_parser import serve_parser
 
 if TYPE_CHECKING:
     from channels import TcpAddress  # the admin endpoint's address (channels loads tcp on first use)
+
     from .._relay.tap import Tap  # loads with --tap only
 
 logger = logging.getLogger("bridge")

@@ -46,7 +46,9 @@ class IdleWatch:
                 return
             await trio.sleep_until(deadline)
 
-    async def watch(self, stopping: trio.Event, busy: Callable[[], int], end: Callable[[Ending], None]) -> bool:
+    async def watch(
+        self, stopping: trio.Event, busy: Callable[[], int], end: Callable[[Ending], None]
+    ) -> bool:
         """:meth:`run` in a task that also waits for ``stopping``: True if it ended the connection.
 
         Returns False once ``stopping`` is set. ``busy`` is the number of requests in flight. No

@@ -10,10 +10,10 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 * every queue is bounded and a slow side gets backpressure, never buffering (4).
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
-``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop`` (with
-an idle timeout, ``IdleWatch.watch`` first: :mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
-(:mod:`.ledger`, the book of requests both directions keep); ``run``'s own task watches
-``stop_now``. The first condition that ends the
+``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``
+(with an idle timeout, ``IdleWatch.watch`` first: :mod:`.idle`) and, with a request timeout,
+``Ledger.expire_requests`` (:mod:`.ledger`, the book of requests both directions keep); ``run``'s
+own task watches ``stop_now``. The first condition that ends the
 connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
 ``send_timeout``), the tasks are then cancelled, the requests still in flight are answered with the
 Ending's error, and ``run`` returns. Closing the client and stopping the child are

@@ -102,7 +102,11 @@ print(json.dumps([type(channels.parse_address("fd:mcp")).__name__, loaded()]))
 async def test_the_socket_kinds_but_unix_are_listed_at_once_and_load_on_first_use() -> None:
     with trio.fail_after(TIMEOUT):
         result = await trio.run_process(
-            [sys.executable, "-c", SOCKETS_SCRIPT], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
+            [sys.executable, "-c", SOCKETS_SCRIPT],
+            cwd=REPO,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
         )
     assert result.returncode == 0, result.stderr.decode()
     first, after_tcp, after_tls, after_fd = (json.loads(line) for line in result.stdout.decode().splitlines())
