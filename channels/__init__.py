@@ -18,7 +18,8 @@ Layering (docs/design.md §2); each room imports only the rooms before it in thi
 
 ``testing`` is public: the conformance suite any channel implementation can run. Every other
 public name is exported here, from the rooms' own ``__all__``: those of ``_core`` and ``_sockets``
-at once (but ``MountAddress``, which ``_core`` defers), those of ``_oauth``, ``_ws`` and ``_http``
+at once (but ``MountAddress``, which ``_core`` defers, and the kinds of ``_sockets`` but ``unix:``,
+which it defers), those of ``_oauth``, ``_ws`` and ``_http``
 on first use (PEP 562), so that a process that serves only Unix sockets or TCP never loads
 websockets, h11 or httptools. Their address kinds are
 registered as deferred (``ws``, ``wss``, ``http``, ``https``, ``http+fd``): parsing such an
@@ -34,16 +35,19 @@ from typing import TYPE_CHECKING, Any
 from . import _core, _sockets
 from ._core.address import defer_address_kinds
 from ._core.exports import fixup_module_metadata
-from ._sockets import *  # noqa: F403
 
-# _core's names, except those it imports on first use (_core.DEFERRED): a star import would load them.
+# _core's and _sockets' names, except those they import on first use (their DEFERRED): a star
+# import would load them.
 _CORE_AT_ONCE = [name for name in _core.__all__ if name not in _core.DEFERRED]
 globals().update({name: getattr(_core, name) for name in _CORE_AT_ONCE})
+_SOCKETS_AT_ONCE = [name for name in _sockets.__all__ if name not in _sockets.DEFERRED]
+globals().update({name: getattr(_sockets, name) for name in _SOCKETS_AT_ONCE})
 
 if TYPE_CHECKING:
     from ._core import *  # noqa: F403
     from ._http import *  # noqa: F403
     from ._oauth import *  # noqa: F403
+    from ._sockets import *  # noqa: F403
     from ._ws import *  # noqa: F403
 
 # The rooms imported on first use, with their public names as their own __all__ lists them
@@ -76,7 +80,7 @@ __all__ += _LAZY_ROOMS["_oauth"]
 __all__ += _LAZY_ROOMS["_ws"]
 __all__ += _LAZY_ROOMS["_http"]
 
-fixup_module_metadata(__name__, [*_CORE_AT_ONCE, *_sockets.__all__], globals())
+fixup_module_metadata(__name__, [*_CORE_AT_ONCE, *_SOCKETS_AT_ONCE], globals())
 
 
 def _load(room: str) -> None:
@@ -87,14 +91,23 @@ def _load(room: str) -> None:
     globals().update(values)
 
 
+def _load_socket_kind(module: str) -> None:
+    """Import a deferred module of ``_sockets`` and keep its public names here (``__getattr__``)."""
+    for name, where in _sockets.DEFERRED.items():
+        if where == module:
+            __getattr__(name)
+
+
 for _room, _schemes in _LAZY_SCHEMES.items():
     defer_address_kinds(_schemes, functools.partial(_load, _room))
-del _room, _schemes
+for _scheme, _module in _sockets.DEFERRED_SCHEMES.items():
+    defer_address_kinds((_scheme,), functools.partial(_load_socket_kind, _module))
+del _room, _schemes, _scheme, _module
 
 
 def __getattr__(name: str) -> Any:
-    if name in _core.DEFERRED:
-        values = {name: getattr(_core, name)}
+    if name in _core.DEFERRED or name in _sockets.DEFERRED:
+        values = {name: getattr(_core if name in _core.DEFERRED else _sockets, name)}
         fixup_module_metadata(__name__, values, values)
         globals().update(values)
         return values[name]

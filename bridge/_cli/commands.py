@@ -20,6 +20,7 @@ from .._errors import ChildStartError, ConfigError
 from .._ops.logs import configure_logging
 from .._ops.memory import (
     collect_garbage_less_often,
+    collect_start_up_garbage,
     forget_generated_sources,
     return_large_blocks_to_the_system,
 )
@@ -80,6 +81,7 @@ def _serve(args: list[str]) -> int:
 
             admin = admin_address(options.admin)
         forget_generated_sources()  # the command line's modules are imported (rooms loaded later keep theirs)
+        collect_start_up_garbage()
         return trio.run(serve, configs, options.tap, admin, reread)
     except Exception as exc:
         return _report(exc)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels import Address, CredentialError, ListenError, OAuthSettings, resolve_audience
+from channels import Address, CredentialError, ListenError, OAuthSettings
 from channels._core.auth import read_private_lines  # the token files' rule, for the client file
 
 from .._errors import ConfigError
@@ -242,6 +242,8 @@ def check_audience(settings: OAuthSettings | None, address: Address, where: str)
                 "example --oauth-audience https://mcp.example.com/mcp"
             )
         return
+    from channels import resolve_audience  # only an address with an endpoint (WebSocket, HTTP) gets here
+
     try:
         resolve_audience(settings, endpoint, address)
     except ListenError as exc:

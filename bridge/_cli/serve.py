@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from channels import AddressError, HttpOptions, ListenOptions, TcpAddress, parse_address
+from channels import AddressError, HttpOptions, ListenOptions, parse_address
 
 from .._child.process import ChildSpec
 from .._child.restarts import RestartPolicy
@@ -39,6 +39,8 @@ from .scope_options import build_tool_scopes
 from .serve_parser import serve_parser
 
 if TYPE_CHECKING:
+    from channels import TcpAddress  # the admin endpoint's address (channels loads tcp on first use)
+
     from .._relay.tap import Tap  # loads with --tap only
 
 logger = logging.getLogger("bridge")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from channels import JSONObject, ListenError, TcpAddress
+from channels import JSONObject, ListenError
 
 from .._child.restarts import CrashLoop
 from .._daemon.config import ServeConfig
@@ -50,6 +50,8 @@ from .plan import FleetPlan
 from .systemd import Notifier
 
 if TYPE_CHECKING:
+    from channels import TcpAddress  # the admin endpoint's address (channels loads tcp on first use)
+
     from .._relay.tap import Tap  # loads with --tap only
 
 logger = logging.getLogger("bridge")

@@ -45,3 +45,28 @@ class IdleWatch:
                 end(Ending(f"connection idle for {self.timeout:g}s", "idle-timeout"))
                 return
             await trio.sleep_until(deadline)
+
+    async def watch(
+        self, stopping: trio.Event, busy: Callable[[], int], end: Callable[[Ending], None]
+    ) -> bool:
+        """:meth:`run` in a task that also waits for ``stopping``: True if it ended the connection.
+
+        Returns False once ``stopping`` is set. ``busy`` is the number of requests in flight. No
+        task waits for the last of them to be answered: while one is, the watch wakes one
+        ``timeout`` later, since the reply that leaves nothing in flight is traffic (it touches), so
+        the connection cannot have been idle long enough before that. Those wakes are one per
+        ``timeout`` (an hour by default on ``tcp:``), and it never ends a connection earlier
+        than :meth:`run`.
+        """
+        while True:
+            now = trio.current_time()
+            if busy():
+                deadline = now + self.timeout
+            else:
+                deadline = self._last + self.timeout
+                if now >= deadline:
+                    end(Ending(f"connection idle for {self.timeout:g}s", "idle-timeout"))
+                    return True
+            with trio.move_on_at(deadline):
+                await stopping.wait()
+                return False

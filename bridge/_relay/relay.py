@@ -10,10 +10,10 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 * every queue is bounded and a slow side gets backpressure, never buffering (4).
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
-``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``,
-with an idle timeout ``IdleWatch.run`` (:mod:`.idle`) and, with a request timeout, ``Ledger.expire_requests``
-(:mod:`.ledger`, the book of requests both directions keep); ``run``'s own task watches
-``stop_now``. The first condition that ends the
+``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``
+(with an idle timeout, ``IdleWatch.watch`` first: :mod:`.idle`) and, with a request timeout,
+``Ledger.expire_requests`` (:mod:`.ledger`, the book of requests both directions keep); ``run``'s
+own task watches ``stop_now``. The first condition that ends the
 connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
 ``send_timeout``), the tasks are then cancelled, the requests still in flight are answered with the
 Ending's error, and ``run`` returns. Closing the client and stopping the child are
@@ -157,8 +157,6 @@ class Relay:
             tasks.start_soon(self._to_client.run)
             tasks.start_soon(self._to_client.watch_child)
             tasks.start_soon(self._watch_stop)
-            if self._idle is not None:
-                tasks.start_soon(self._idle.run, self._ledger.wait_idle, self._end)
             if self.limits.request_timeout is not None:
                 tasks.start_soon(
                     self._ledger.expire_requests,
@@ -210,11 +208,16 @@ class Relay:
     # -- stopping ------------------------------------------------------------------------------
 
     async def _watch_stop(self) -> None:
-        """End the connection when a graceful stop begins, after the drain.
+        """End the connection when a graceful stop begins, after the drain, or idle too long.
 
+        With an idle timeout, the same task watches it until the stop begins
+        (:meth:`.IdleWatch.watch`): a task less for every ``tcp:`` or ``tls:`` connection.
         A stop at once is :meth:`run`'s own task's to watch, from the start: a program embedding
         the relay may set ``stop_now`` alone.
         """
+        idle = self._idle
+        if idle is not None and await idle.watch(self.stopping, self._ledger.in_flight.__len__, self._end):
+            return
         await self.stopping.wait()
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()

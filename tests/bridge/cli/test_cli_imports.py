@@ -159,7 +159,7 @@ async def test_a_bridge_with_one_child_per_connection_never_imports_the_shared_c
 # Modules a bridge serving Unix sockets with one child per connection has no use for: the client
 # command, the mount table with its HTTP request guard (only WebSocket and HTTP hosts mount
 # servers), the warm pool (--prespawn), the tap (--tap), the sandbox's bwrap machinery
-# (--sandbox) and the shared child's supervisor. Each costs memory for the daemon's life.
+# (--sandbox), the shared child's supervisor and the other socket kinds. Each costs memory for the daemon's life.
 UNUSED_WHEN_SERVING_UNIX = (
     "bridge._cli.connect",
     "bridge._cli.connect_parser",
@@ -169,6 +169,12 @@ UNUSED_WHEN_SERVING_UNIX = (
     "bridge._relay.tap",
     "bridge._child.bwrap",
     "bridge._child.supervisor",
+    # The other byte-stream kinds: TCP, TLS, stdio, systemd's fd: and URL-shaped endpoints.
+    "channels._sockets.tcp",
+    "channels._sockets.tls",
+    "channels._sockets.stdio",
+    "channels._sockets.activation",
+    "channels._sockets.endpoint",
 )
 
 

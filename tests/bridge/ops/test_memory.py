@@ -1,5 +1,6 @@
 """The daemon gives large freed buffers back to the system (glibc's mmap threshold is fixed),
-keeps no source text of attrs-generated methods, and collects garbage less often."""
+keeps no source text of attrs-generated methods, frees start-up's cycles before serving, and collects
+garbage less often."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gc
 import re
 import sys
 import traceback
+import weakref
 
 import attrs
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from bridge._ops.memory import (
     GC_YOUNG_THRESHOLD,
     collect_garbage_less_often,
+    collect_start_up_garbage,
     forget_generated_sources,
     return_large_blocks_to_the_system,
 )
@@ -55,3 +58,27 @@ def test_the_young_garbage_collection_waits_for_more_objects_and_the_older_ones_
         assert GC_YOUNG_THRESHOLD > before[0]
     finally:
         gc.set_threshold(*before)
+
+
+class Node:
+    """Something a reference cycle can be made of (and weakly referred to)."""
+
+    other: Node | None = None
+
+
+def test_the_cycles_start_up_left_are_freed_before_serving_whatever_the_thresholds() -> None:
+    before = gc.get_threshold()
+    gc.disable()  # no collection of its own may free the cycle first
+    try:
+        collect_garbage_less_often()
+        first, second = Node(), Node()
+        first.other, second.other = second, first
+        alive = weakref.ref(first)
+        del first, second
+        assert alive() is not None  # only the cycle collector frees a cycle
+        assert collect_start_up_garbage() >= 2
+        assert alive() is None
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, before[1], before[2])
+    finally:
+        gc.set_threshold(*before)
+        gc.enable()

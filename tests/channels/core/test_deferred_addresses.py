@@ -1,4 +1,5 @@
-"""The WebSocket and HTTP address kinds are known before their rooms load (channels/_core/address.py).
+"""The WebSocket and HTTP address kinds are known before their rooms load (channels/_core/address.py),
+and the socket kinds but ``unix:`` before their modules load.
 
 ``import channels`` loads neither websockets nor h11 nor httptools; their schemes are listed at once,
 and parsing one of their addresses imports the room that defines it. Each check runs in a fresh
@@ -82,3 +83,37 @@ async def test_a_kind_registered_for_a_deferred_scheme_is_kept_when_its_room_loa
         )
     assert result.returncode == 0, result.stderr.decode()
     assert json.loads(result.stdout) == "MyWs"
+
+
+SOCKETS_SCRIPT = """
+import json, sys
+import channels
+MODULES = ("activation", "endpoint", "stdio", "tcp", "tls")
+def loaded():
+    return sorted(name for name in MODULES if "channels._sockets." + name in sys.modules)
+print(json.dumps([channels.address_schemes(), loaded()]))
+tcp = channels.parse_address("tcp:127.0.0.1:7300")
+print(json.dumps([type(tcp).__name__, type(tcp).__module__, loaded()]))
+print(json.dumps([channels.TlsAddress.__name__, channels.TlsAddress.__module__, loaded()]))
+print(json.dumps([type(channels.parse_address("fd:mcp")).__name__, loaded()]))
+"""
+
+
+async def test_the_socket_kinds_but_unix_are_listed_at_once_and_load_on_first_use() -> None:
+    with trio.fail_after(TIMEOUT):
+        result = await trio.run_process(
+            [sys.executable, "-c", SOCKETS_SCRIPT],
+            cwd=REPO,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    first, after_tcp, after_tls, after_fd = (json.loads(line) for line in result.stdout.decode().splitlines())
+    schemes, loaded = first
+    assert {"unix", "tcp", "tls", "stdio", "fd"} <= set(schemes)
+    assert loaded == []
+    assert after_tcp == ["TcpAddress", "channels", ["tcp"]]
+    assert after_tls == ["TlsAddress", "channels", ["tcp", "tls"]]
+    assert after_fd[0] == "FdAddress"
+    assert "activation" in after_fd[1]
