@@ -128,6 +128,9 @@ def _timed(call: Callable[..., Any], counts: collections.Counter[str], key: str)
 
 def _run(argv: list[str]) -> None:
     if argv[0] == "-m":
+        # As `python -m` does: the cwd first, so that --checkout's code is imported, not this tree's
+        # (the editable install would otherwise find this one, whatever the cwd).
+        sys.path.insert(0, os.getcwd())
         sys.argv = [argv[1], *argv[2:]]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
