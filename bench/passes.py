@@ -43,7 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from wire import INITIALIZE, INITIALIZED, echo_call  # noqa: E402
+from wire import INITIALIZE, INITIALIZE_ID, INITIALIZED, echo_call  # noqa: E402
 
 READY_TIMEOUT_S = 20.0  # as bench/targets.py gives a relay to log that it listens
 SETTLE_S = 0.2  # for the relay to see the session end before it is stopped (outside the difference)
@@ -128,6 +128,9 @@ def _timed(call: Callable[..., Any], counts: collections.Counter[str], key: str)
 
 def _run(argv: list[str]) -> None:
     if argv[0] == "-m":
+        # As `python -m` does: the cwd first, so that --checkout's code is imported, not this tree's
+        # (the editable install would otherwise find this one, whatever the cwd).
+        sys.path.insert(0, os.getcwd())
         sys.argv = [argv[1], *argv[2:]]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
@@ -137,7 +140,7 @@ def _run(argv: list[str]) -> None:
 
 # -- the client ------------------------------------------------------------------------------------
 def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str], str]:
-    server = [sys.executable, str(checkout / "bridge" / "example_server.py")]
+    server = [sys.executable, str(checkout / "bridge" / "example_server")]  # the package, run as a script
     wrap = [sys.executable, __file__, "--wrapped", out, "--"]
     path = os.path.join(where, "relay.sock")
     if row == "trio-unix":
@@ -161,13 +164,13 @@ def _session(row: str, calls: int, window: int, checkout: Path) -> collections.C
                 sock.connect(address)
                 reader = sock.makefile("rb")
                 sock.sendall(INITIALIZE)
-                reader.readline()
+                _reply(reader, INITIALIZE_ID)
                 sock.sendall(INITIALIZED)
                 for first in range(1, calls + 1, window):  # a window of calls, then their replies
                     ids = range(first, min(first + window, calls + 1))
                     sock.sendall(b"".join(echo_call(i, f"call {i}") for i in ids))
-                    for _ in ids:
-                        reader.readline()
+                    for i in ids:
+                        _reply(reader, i)
             time.sleep(SETTLE_S)
             os.killpg(proc.pid, signal.SIGINT)  # trio.run returns: the instrument writes its counts
             proc.wait(timeout=READY_TIMEOUT_S)
@@ -176,6 +179,18 @@ def _session(row: str, calls: int, window: int, checkout: Path) -> collections.C
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         return collections.Counter(json.loads(Path(out).read_text()))
+
+
+def _reply(reader: Any, request_id: int) -> None:
+    """Read the next reply and check that it answers ``request_id`` with a result.
+
+    ``readline`` returns ``b""`` at end of input instead of raising: without this check a relay whose
+    child failed to start would be counted as serving calls.
+    """
+    line = reader.readline()
+    reply = json.loads(line) if line else None
+    if not isinstance(reply, dict) or reply.get("id") != request_id or "result" not in reply:
+        raise SystemExit(f"expected the result of request {request_id}, got {line[:200]!r}")
 
 
 def _wait_listening(row: str, proc: subprocess.Popen[bytes], path: str) -> str | tuple[str, int]:

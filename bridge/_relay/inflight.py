@@ -68,9 +68,10 @@ class InFlight:
             DuplicateRequest: ``request_id`` is already in flight.
             TooManyRequests: the limit is reached.
         """
-        if request_id in self._ids or request_id in self._timed_out:
+        ids, timed_out = self._ids, self._timed_out
+        if request_id in ids or request_id in timed_out:
             raise DuplicateRequest(request_id)
-        if len(self) >= self.limit:
+        if len(ids) + len(timed_out) >= self.limit:  # len(self), without a call per request
             raise TooManyRequests(request_id)
         self._cancelled.pop(request_id, None)
         self._opened += 1
@@ -105,6 +106,16 @@ class InFlight:
             return True
         self._cancelled.pop(request_id, None)
         return False
+
+    def written(self, request_ids: Iterable[RequestId]) -> None:
+        """The replies to these requests, marked :meth:`writing`, were written: :meth:`close` each."""
+        ids, cancelled = self._ids, self._cancelled
+        for request_id in request_ids:
+            if request_id in ids:
+                del ids[request_id]
+            else:  # cancelled while its reply was being written
+                cancelled.pop(request_id, None)
+        self._writing.difference_update(request_ids)
 
     def was_cancelled(self, request_id: RequestId) -> bool:
         """A reply to no request in flight: whether it is the late reply to a cancelled one.

@@ -186,7 +186,7 @@ class ToChild:
                 detail="the bridge is stopping",
             )
         lists_tools = False
-        if self._tool_scopes:
+        if self._tool_scopes.rules:  # (not bool(), a call per request)
             refusal = self._tool_scopes.refuse_call(message, self.client.peer)
             if refusal is not None:
                 return refusal

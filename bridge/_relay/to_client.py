@@ -122,8 +122,7 @@ class ToClient:
                 self._in_flight.writing(answered)
                 if not await self._send_to_client(out, out_lines):
                     return
-                for request_id in answered:
-                    self._in_flight.close(request_id)
+                self._in_flight.written(answered)
                 self._check_idle()
             # Nothing of this batch is kept while waiting for the next: a 16 MiB reply is freed once
             # written, not when the child writes again. (A batch is never empty: item is bound.)

@@ -108,6 +108,18 @@ def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
     (a line not written back the same, or one of :data:`CANONICAL_LINE_LIMIT` or more) it is
     ``None``. Raises as :func:`decode`.
     """
+    # _decode and _parse_canonical inlined for the usual line (bytes, short, canonical): two calls
+    # fewer for every message a relay moves.
+    if type(line) is bytes and len(line) < CANONICAL_LINE_LIMIT:
+        try:
+            message = orjson.loads(line)
+            canonical = type(message) is dict and orjson.dumps(message) == line
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            canonical = False
+        if canonical:
+            validate(message)
+            return message, line
+        return _decode_strict(line), None
     message, canonical = _decode(line)
     return message, line if canonical else None
 
@@ -218,6 +230,8 @@ def encode_lines(messages: Sequence[JSONObject], lines: Sequence[bytes | None] |
         return b"".join([encode(message) for message in messages])
     if len(lines) != len(messages):
         raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
+    if None not in lines:  # every message forwarded as it arrived: no loop in Python
+        return b"\n".join([*lines, b""])  # type: ignore[list-item]  # no None, as checked
     parts: list[bytes] = []
     for message, line in zip(messages, lines, strict=True):
         if line is None:

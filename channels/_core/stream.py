@@ -14,7 +14,7 @@ from typing import final
 
 import trio
 
-from .channel import MessageChannel, PeerInfo, take_decoded
+from .channel import MessageChannel, PeerInfo
 from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
@@ -172,7 +172,7 @@ class StreamChannel(MessageChannel):
         self._receiving = True
         try:
             await self._fill()
-            return self._decode(self._pending.popleft())
+            return self._decode()
         finally:
             self._receiving = False
 
@@ -191,7 +191,7 @@ class StreamChannel(MessageChannel):
             await self._fill()
         finally:
             self._receiving = False
-        return take_decoded(self._pending, max_count, self._decode_line)
+        return self._take_lines(max_count)
 
     async def _fill(self) -> None:
         """Wait until a line is buffered: the reading part of :meth:`receive`, under its guard."""
@@ -235,7 +235,7 @@ class StreamChannel(MessageChannel):
         if self._closed:
             raise trio.ClosedResourceError("channel was closed")
         if self._pending:
-            return self._decode(self._pending.popleft())
+            return self._decode()
         if self._eof:
             raise trio.EndOfChannel
         raise trio.WouldBlock
@@ -244,13 +244,7 @@ class StreamChannel(MessageChannel):
         """As :meth:`MessageChannel.take_buffered`: the buffered lines, decoded in one loop."""
         if self._receiving or self._closed:
             return  # receive_nowait would raise: the next receive says why
-        pending = self._pending
-        decode_line = self._decode
-        while pending and len(items) < max_count:
-            try:
-                items.append(decode_line(pending.popleft()))
-            except ProtocolError as exc:
-                items.append(exc)
+        items += self._take_lines(max_count - len(items))[0]
 
     def _too_large(self, item: Oversized) -> MessageTooLarge:
         limit = self._framer.max_line_bytes
@@ -261,23 +255,37 @@ class StreamChannel(MessageChannel):
             request_id=sniff_leading_id(item.prefix),
         )
 
-    def _decode(self, item: bytes | Oversized) -> JSONObject:
-        return self._decode_line(item)[0]
+    def _decode(self) -> JSONObject:
+        """The next buffered line's message (one is buffered); raises its error as :meth:`receive`."""
+        item = self._take_lines(1)[0][0]
+        if isinstance(item, ProtocolError):
+            raise item
+        return item
 
-    def _decode_line(self, item: bytes | Oversized) -> tuple[JSONObject, bytes | None]:
-        """One buffered line's message, and the line if it may be forwarded (:func:`decode_line`).
+    def _take_lines(self, max_count: int) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
+        """``take_decoded`` of the buffered lines, with no call per line but ``decode_line`` (hot path).
 
-        Raises:
-            ProtocolError: as :meth:`receive`; it keeps the start of a bad line for the log.
+        A bad line's error keeps its start for the log.
         """
-        if isinstance(item, Oversized):
-            raise self._too_large(item)
-        self.last_message_bytes = len(item)
-        try:
-            return decode_line(item)
-        except ProtocolError as exc:
-            exc.excerpt = item[:LOG_EXCERPT_BYTES]
-            raise
+        pending = self._pending
+        items: list[JSONObject | ProtocolError] = []
+        lines: list[bytes | None] = []
+        for _ in range(min(len(pending), max_count)):
+            item = pending.popleft()
+            if isinstance(item, Oversized):
+                items.append(self._too_large(item))
+                lines.append(None)
+                continue
+            self.last_message_bytes = len(item)
+            message: JSONObject | ProtocolError
+            try:
+                message, line = decode_line(item)
+            except ProtocolError as exc:
+                exc.excerpt = item[:LOG_EXCERPT_BYTES]
+                message, line = exc, None
+            items.append(message)
+            lines.append(line)
+        return items, lines
 
     async def send(self, value: JSONObject) -> None:
         """Write one message as one line.

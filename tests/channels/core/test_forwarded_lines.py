@@ -80,6 +80,12 @@ def test_a_message_without_a_line_is_checked_before_anything_is_encoded() -> Non
         encode_lines([decode(good), decode(good)], [good])
 
 
+def test_a_batch_of_forwarded_lines_is_written_as_those_lines_each_ended_by_a_newline() -> None:
+    lines = [encode({"jsonrpc": "2.0", "id": n, "method": "ping"}, newline=False) for n in range(3)]
+    assert encode_lines([decode(line) for line in lines], lines) == b"".join(line + b"\n" for line in lines)
+    assert encode_lines([], []) == b""
+
+
 async def test_a_stream_channel_forwards_canonical_lines_as_they_came_and_writes_the_rest_canonically() -> (
     None
 ):

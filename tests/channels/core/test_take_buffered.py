@@ -47,3 +47,26 @@ async def test_taking_buffered_messages_in_one_step_gives_what_receive_nowait_gi
     with trio.fail_after(5):
         for max_count in (1, 4, 64):
             assert await taken(True, max_count) == await taken(False, max_count)
+
+
+async def test_a_batch_keeps_each_bad_lines_start_for_the_log_and_the_size_of_the_last_line() -> None:
+    with trio.fail_after(5):
+        ours, theirs = trio.testing.memory_stream_pair()
+        channel = StreamChannel(ours, max_message_bytes=200)
+        await theirs.send_all(b"".join(line + b"\n" for line in LINES[:6]))
+        items, lines = await channel.receive_batch_lines(64)
+        assert [type(item).__name__ for item in items] == [
+            "dict",
+            "ParseError",
+            "dict",
+            "InvalidMessage",
+            "MessageTooLarge",
+            "dict",
+        ]
+        assert [item.excerpt for item in items if isinstance(item, ProtocolError)] == [
+            b"not json",
+            LINES[3],
+            b"",  # an over-long line is not kept
+        ]
+        assert lines == [LINES[0], None, LINES[2], None, None, LINES[5]]
+        assert channel.last_message_bytes == len(LINES[5])
