@@ -208,7 +208,11 @@ class FrameReceiver(FrameSender):
         taken = 0
         if self._fragments is None:  # else a text frame is a protocol error: the library says so
             payloads, taken = take_text_frames(data, self.max_message_bytes)
+            messages = self._messages
             for payload in payloads:
+                if len(payload) < CANONICAL_LINE_LIMIT and payload.isascii():
+                    messages.append(payload)  # _text's common case, without the call
+                    continue
                 self._text(payload)
                 if self._end is not None:
                     return  # invalid UTF-8: the connection is failing; the library drops the rest
