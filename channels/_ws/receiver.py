@@ -150,6 +150,7 @@ class FrameReceiver(FrameSender):
                 self._receive_bytes(large)
                 if received > taken:
                     del spill[received - taken :]  # what followed the frame
+                    self._take_events()  # the library's view of the frame, before the next one's
                     self._receive_bytes(spill)
         self._take_events()
         pending = self._protocol.data_to_send()
@@ -194,6 +195,7 @@ class FrameReceiver(FrameSender):
                 frame, self._large = self._large, None
                 self._receive_bytes(frame)
                 if taken < len(data):
+                    self._take_events()
                     self._receive_bytes(data[taken:])
             return
         if self._partial:
