@@ -38,6 +38,10 @@ LENGTH_16 = 126
 LENGTH_64 = 127
 MASK_KEY_BYTES = 4
 SHORTEST_MASKED_FRAME = 2 + MASK_KEY_BYTES
+# A payload up to this long is unmasked from a copy (a slice) instead of a memoryview of the buffer:
+# copying 2 KiB took less time than making the two memoryview objects (timeit here: 0.8 against
+# 0.9 µs at 2 KiB, 0.56 against 0.8 at 1 KiB, 0.36 against 0.43 at 128 bytes).
+SLICED_PAYLOAD_BYTES = 2048
 _U16 = struct.Struct("!H")
 _U64 = struct.Struct("!Q")
 _HEADER_16 = struct.Struct("!BBH")
@@ -54,25 +58,46 @@ def take_text_frames(data: bytes | bytearray, max_size: int) -> tuple[list[bytes
     Returns:
         The unmasked payloads, in order, and the offset of the first byte not consumed: the start
         of a frame that is not a complete simple text frame, or ``len(data)``.
+
+    Each header is read here rather than by :func:`frame_extent` (the same rules), and a small
+    payload is unmasked from a slice rather than a memoryview: a relay's requests are a hundred
+    bytes or so, and the call and the two memoryview objects cost more than the frame's unmasking.
     """
     payloads: list[bytes] = []
     end = len(data)
     start = 0
-    view = memoryview(data)  # payloads are unmasked where they lie: no copy of the masked bytes
+    view = None  # made for the first large payload, which is unmasked where it lies (no copy)
     try:
-        while end - start >= SHORTEST_MASKED_FRAME and data[start] == FINAL_TEXT and data[start + 1] & MASKED:
-            extent = frame_extent(data, start)
-            if extent is None:
+        while end - start >= SHORTEST_MASKED_FRAME and data[start] == FINAL_TEXT:
+            length = data[start + 1] - MASKED  # negative: not masked
+            if length < 0:
                 break
-            header, length = extent
-            payload = start + header
-            if length > max_size or payload + length > end:
+            if length <= LENGTH_7_MAX:
+                payload = start + SHORTEST_MASKED_FRAME
+            elif length == LENGTH_16:
+                payload = start + SHORTEST_MASKED_FRAME + 2
+                if payload > end:
+                    break
+                (length,) = _U16.unpack_from(data, start + 2)
+            else:
+                payload = start + SHORTEST_MASKED_FRAME + 8
+                if payload > end:
+                    break
+                (length,) = _U64.unpack_from(data, start + 2)
+            stop = payload + length
+            if length > max_size or stop > end:
                 break
             key = data[payload - MASK_KEY_BYTES : payload]
-            payloads.append(apply_mask(view[payload : payload + length], key))
-            start = payload + length
+            if length <= SLICED_PAYLOAD_BYTES:
+                payloads.append(apply_mask(data[payload:stop], key))
+            else:
+                if view is None:
+                    view = memoryview(data)
+                payloads.append(apply_mask(view[payload:stop], key))
+            start = stop
     finally:
-        view.release()  # a bytearray can grow again
+        if view is not None:
+            view.release()  # a bytearray can grow again
     return payloads, start
 
 

@@ -9,7 +9,10 @@ through the write side it inherits from :class:`~channels._ws.sender.FrameSender
 
 A frame larger than one read, on a plain socket, is read straight into a buffer of its own size
 (:func:`~channels._core.fdio.receive_into`), as much as the kernel holds per read, instead of in
-64 KiB pieces gathered and copied together.
+64 KiB pieces gathered and copied together. A simple text frame's payload is unmasked there, in
+place, as each read brings it in; its text is then decoded from that buffer: the 16 MiB of a large
+message are copied twice on the way in (by the kernel into the buffer, by the UTF-8 decoding out
+of it), besides the unmasking's pass over cached bytes.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from collections import deque
 import trio
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, State
+from websockets.speedups import apply_mask  # the library's C unmasking
 
 from .._core.channel import CloseReason
 from .._core.fdio import RECEIVE_SIZE, receive_fd_getter, receive_into, receive_some
 from .._core.jsonrpc import CANONICAL_LINE_LIMIT
-from .frames import frame_extent, take_text_frames
+from .frames import FINAL_TEXT, MASK_KEY_BYTES, MASKED, frame_extent, take_text_frames
 from .sender import FrameSender
 
 # Close codes that end a channel in order (EndOfChannel): normal, going away, and no status code
@@ -32,6 +36,11 @@ ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
 # A frame more than one read long (fdio's RECEIVE_SIZE) is read into a buffer of its size: gathering
 # it in 64 KiB reads cost a bytearray grown read by read and a copy of the whole out of it.
 LARGE_FRAME_BYTES = RECEIVE_SIZE
+# A large frame is unmasked in pieces of this size, each copied back into place: apply_mask returns
+# a new object, and one of 16 MiB would be another 16 MiB mapped and faulted in (the daemon maps
+# every block over 1 MiB, bridge/_ops/memory.py), where a piece of one read's size comes from the
+# heap and stays in the CPU's cache.
+UNMASK_PIECE_BYTES = RECEIVE_SIZE
 
 
 class FrameReceiver(FrameSender):
@@ -53,6 +62,9 @@ class FrameReceiver(FrameSender):
         "_fragments",
         "_large",
         "_large_filled",
+        "_large_key",
+        "_large_payload",
+        "_large_unmasked",
         "_messages",
         "_owed",
         "_partial",
@@ -79,6 +91,12 @@ class FrameReceiver(FrameSender):
         # size, and how much of it has arrived; None when no such frame is arriving.
         self._large: bytearray | None = None
         self._large_filled = 0
+        # When the large frame is a simple text frame (the kind take_text_frames takes), its mask
+        # key, else None (the library will read it whole); where its payload starts in the buffer,
+        # and how far it has been unmasked (in place, as it arrives, while still in the CPU's cache).
+        self._large_key: bytes | None = None
+        self._large_payload = 0
+        self._large_unmasked = 0
         # Whole text messages, UTF-8 checked: their bytes (what decode_line needs), or their text
         # when they are too long for decode_line's canonical check and already had to be decoded.
         self._messages: deque[bytes | str] = deque()
@@ -144,13 +162,11 @@ class FrameReceiver(FrameSender):
             self._receive_bytes(data)
         else:
             taken = min(received, len(large) - self._large_filled)
-            self._large_filled += taken
-            if self._large_filled == len(large):
-                self._large = None
-                self._receive_bytes(large)
-                if received > taken:
-                    del spill[received - taken :]  # what followed the frame
-                    self._receive_bytes(spill)
+            self._large_arrived(taken)
+            if received > taken:
+                del spill[received - taken :]  # what followed the frame
+                self._take_events()  # the library's view of the frame, before the next one's
+                self._receive_bytes(spill)
         self._take_events()
         pending = self._protocol.data_to_send()
         if pending:  # a pong, a close frame, the end of TCP
@@ -159,9 +175,9 @@ class FrameReceiver(FrameSender):
     def _receive_eof(self) -> None:
         """The end of the stream: a frame cut short goes to the library, which says what that means."""
         protocol = self._protocol
-        if self._large is not None:
+        if self._large is not None:  # (its payload, maybe partly unmasked, will not be read)
             self._partial = self._large[: self._large_filled]
-            self._large = None
+            self._large = self._large_key = None
         if self._partial:
             protocol.receive_data(bytes(self._partial))
             self._partial.clear()
@@ -189,12 +205,10 @@ class FrameReceiver(FrameSender):
         if self._large is not None:  # bytes read otherwise than into it (by the closing handshake)
             taken = min(len(data), len(self._large) - self._large_filled)
             self._large[self._large_filled : self._large_filled + taken] = memoryview(data)[:taken]
-            self._large_filled += taken
-            if self._large_filled == len(self._large):
-                frame, self._large = self._large, None
-                self._receive_bytes(frame)
-                if taken < len(data):
-                    self._receive_bytes(data[taken:])
+            self._large_arrived(taken)
+            if taken < len(data):
+                self._take_events()
+                self._receive_bytes(data[taken:])
             return
         if self._partial:
             self._partial += data
@@ -208,7 +222,11 @@ class FrameReceiver(FrameSender):
         taken = 0
         if self._fragments is None:  # else a text frame is a protocol error: the library says so
             payloads, taken = take_text_frames(data, self.max_message_bytes)
+            messages = self._messages
             for payload in payloads:
+                if len(payload) < CANONICAL_LINE_LIMIT and payload.isascii():
+                    messages.append(payload)  # _text's common case, without the call
+                    continue
                 self._text(payload)
                 if self._end is not None:
                     return  # invalid UTF-8: the connection is failing; the library drops the rest
@@ -225,11 +243,57 @@ class FrameReceiver(FrameSender):
         if whole > taken:
             protocol.receive_data(data[taken:whole])
         if self._partial_size > LARGE_FRAME_BYTES and self._receive_fd is not None:
-            self._large = bytearray(self._partial_size)
+            if whole > taken:
+                self._take_events()  # frames the library just read may have begun a fragmented message
+            self._large = large = bytearray(self._partial_size)
             self._large_filled = len(data) - whole
-            self._large[: self._large_filled] = memoryview(data)[whole:]
+            large[: self._large_filled] = memoryview(data)[whole:]
+            assert extent is not None  # (its size is known)
+            self._large_payload = self._large_unmasked = header = extent[0]
+            simple = large[0] == FINAL_TEXT and large[1] & MASKED  # as take_text_frames takes
+            if simple and self._fragments is None and protocol.state is State.OPEN:
+                self._large_key = bytes(large[header - MASK_KEY_BYTES : header])
+                self._unmask_arrived(complete=False)
         else:
             self._partial += data[whole:]
+
+    def _large_arrived(self, count: int) -> None:
+        """``count`` more bytes of the large frame are in its buffer: unmask them; take it once whole.
+
+        If this side began closing meanwhile (``_end`` is then set, and the frame's message would be
+        dropped), the library reads the frame instead, only to find the close frame behind it: a
+        payload partly unmasked is of no matter to it (it reads a data frame's header, not its text).
+        """
+        large = self._large
+        assert large is not None
+        self._large_filled += count
+        complete = self._large_filled == len(large)
+        open_ = self._protocol.state is State.OPEN
+        if self._large_key is not None and open_:
+            self._unmask_arrived(complete)
+        if not complete:
+            return
+        self._large = None
+        key, self._large_key = self._large_key, None
+        if key is None or not open_:
+            self._receive_bytes(large)  # the library's, whole
+            return
+        with memoryview(large) as view, view[self._large_payload :] as payload:
+            self._text(bytes(payload) if len(payload) < CANONICAL_LINE_LIMIT else payload)
+
+    def _unmask_arrived(self, complete: bool) -> None:
+        """Unmask in place, piece by piece, the large frame's payload that arrived since the last call.
+
+        Only whole groups of four bytes until the frame is complete, so that each piece starts at
+        the key's first byte. ``_large_unmasked`` moves up to what has been unmasked.
+        """
+        large, key, start = self._large, self._large_key, self._large_unmasked
+        assert large is not None and key is not None
+        stop = self._large_filled
+        if not complete:
+            stop -= (stop - start) % MASK_KEY_BYTES
+        _apply_mask_in_place(large, start, stop, key)
+        self._large_unmasked = stop
 
     def _frame(self, frame: Frame) -> None:
         data = frame.data if isinstance(frame.data, bytes) else bytes(frame.data)
@@ -249,17 +313,18 @@ class FrameReceiver(FrameSender):
             )
             self._end = trio.BrokenResourceError("peer sent a binary frame (closed with 1003)")
 
-    def _text(self, data: bytes) -> None:
+    def _text(self, data: bytes | memoryview) -> None:
         """A complete text message: RFC 6455 §8.1 fails the connection on invalid UTF-8.
 
         ASCII is UTF-8: one scan without a copy checks nearly every message, whose bytes are kept
         for :func:`~channels._core.jsonrpc.decode_line`. Other text is decoded to be checked; a
         message too long for decode_line's canonical check is kept as that text, which the strict
-        parser would otherwise decode again.
+        parser would otherwise decode again (``data`` is then a view of the large frame's buffer
+        where it was unmasked; a shorter message's is bytes).
         """
-        short = len(data) < CANONICAL_LINE_LIMIT
-        if short and data.isascii():
-            self._messages.append(data)
+        kept = data if isinstance(data, bytes) and len(data) < CANONICAL_LINE_LIMIT else None
+        if kept is not None and kept.isascii():
+            self._messages.append(kept)
             return
         try:
             text = str(data, "utf-8")
@@ -267,7 +332,7 @@ class FrameReceiver(FrameSender):
             self._protocol.fail(1007, "invalid UTF-8 in a text frame")
             self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
             return
-        self._messages.append(data if short else text)
+        self._messages.append(text if kept is None else kept)
 
     def _ending(self) -> Exception:
         """What ``receive`` raises once the protocol has left the OPEN state."""
@@ -282,3 +347,11 @@ class FrameReceiver(FrameSender):
             code, reason = sent.code, sent.reason
             return trio.BrokenResourceError(f"closed with {code} {reason}".rstrip())
         return trio.BrokenResourceError("connection lost without a close frame")
+
+
+def _apply_mask_in_place(buffer: bytearray, start: int, stop: int, key: bytes) -> None:
+    """XOR ``buffer[start:stop]`` with ``key`` repeated from ``start`` on (RFC 6455 §5.3), in place."""
+    with memoryview(buffer) as view:
+        for piece in range(start, stop, UNMASK_PIECE_BYTES):
+            end = min(piece + UNMASK_PIECE_BYTES, stop)
+            view[piece:end] = apply_mask(view[piece:end], key)

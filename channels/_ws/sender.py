@@ -22,18 +22,19 @@ from .._core.errors import InvalidMessage, SendTimeout
 from .._core.fdio import send_all_progressing, send_fd_getter, write_now, writev_now
 from .._core.jsonrpc import JSONObject, encode, validate
 from .._core.lock import HandoffLock
-from .frames import text_frame_header
+from .frames import LENGTH_7_MAX, text_frame_header
 
 # A payload this large is written from where it lies, after the frames before it, by one writev
 # (copying it into one buffer with its header cost a copy of the whole message). Below it, joining
 # is cheaper than the extra buffers: one read's worth (channels/_core/fdio.py RECEIVE_SIZE).
 LARGE_PAYLOAD_BYTES = 65536
+# The header of every text frame short enough for a 7-bit length (RFC 6455 §5.2), made once: a
+# relay's replies are mostly that short, and a lookup costs less than a call per frame.
+SHORT_HEADERS = tuple(text_frame_header(size) for size in range(LENGTH_7_MAX + 1))
 
 
-def _payload(message: JSONObject, line: bytes | None) -> bytes:
-    """The text frame payload for ``message``: ``line`` if given, else its checked encoding."""
-    if line is not None:
-        return line
+def _payload(message: JSONObject) -> bytes:
+    """The text frame payload for ``message``: its checked encoding."""
     try:
         validate(message)
     except InvalidMessage as exc:
@@ -94,7 +95,9 @@ class FrameSender(MessageChannel):
             lines = (None,) * len(messages)
         elif len(lines) != len(messages):
             raise ValueError(f"{len(lines)} lines for {len(messages)} messages")
-        payloads = [_payload(message, line) for message, line in zip(messages, lines, strict=True)]
+        payloads = [
+            _payload(message) if line is None else line for message, line in zip(messages, lines, strict=True)
+        ]
         self._sending = True
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -106,10 +109,13 @@ class FrameSender(MessageChannel):
             parts: list[bytes] = []  # small frames joined; each large payload on its own
             frames: list[bytes] = []
             for payload in payloads:
-                frames.append(text_frame_header(len(payload)))
-                if len(payload) < LARGE_PAYLOAD_BYTES:
-                    frames.append(payload)
+                size = len(payload)
+                if size <= LENGTH_7_MAX:
+                    frames += (SHORT_HEADERS[size], payload)
+                elif size < LARGE_PAYLOAD_BYTES:
+                    frames += (text_frame_header(size), payload)
                 else:
+                    frames.append(text_frame_header(size))
                     parts += (b"".join(frames), payload)
                     frames = []
             if not parts:
