@@ -1,9 +1,10 @@
 """Count a relay's trips through trio's scheduler, and its system calls' CPU, per call.
 
-Runs a relay (``bridge-unix``, ``bridge-tcp`` or ``trio-unix``, started as the benchmark starts
-them) with a trio Instrument in its process, makes N small ``tools/call`` echo calls (one at a time,
-or ``--window`` written at once), then does it again with 3N calls; the difference, divided by 2N, is
-what one call costs the relay's event loop, setup and teardown cancelling out:
+Runs a relay (``bridge-unix``, ``bridge-tcp``, ``bridge-http``, ``bridge-http-2026`` or
+``trio-unix``, started as the benchmark starts them) with a trio Instrument in its process, makes
+N small ``tools/call`` echo calls (one at a time, or ``--window`` written at once), then does it
+again with 3N calls; the difference, divided by 2N, is what one call costs the relay's event loop,
+setup and teardown cancelling out:
 
 * task steps: resumptions of a task's coroutine (per task, named after its function);
 * I/O waits: passes of the run loop that ask the kernel for events (``epoll_wait``), and those of
@@ -11,7 +12,9 @@ what one call costs the relay's event loop, setup and teardown cancelling out:
 * garbage collections, by generation, and the CPU they took;
 * CPU time of the whole process, inside task steps, and inside ``os.read``/``os.write``/``readv``/
   ``writev`` (the bridge's direct reads and writes; trio's sockets are not counted there). CPU
-  figures move with the machine's load: compare them within one run, alternating checkouts.
+  figures move with the machine's load: compare them within one run, alternating checkouts;
+* the client's CPU and wall time per call (this process: the benchmark's own clients, the HTTP rows
+  through ``streamable_http.HttpSession``), to see what the client adds to a round trip.
 
 Usage::
 
@@ -43,11 +46,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
+from streamable_http import http_connect  # noqa: E402
 from wire import INITIALIZE, INITIALIZED, echo_call  # noqa: E402
 
 READY_TIMEOUT_S = 20.0  # as bench/targets.py gives a relay to log that it listens
 SETTLE_S = 0.2  # for the relay to see the session end before it is stopped (outside the difference)
 SYSCALLS = ("read", "write", "readv", "writev")
+ROWS = ("bridge-unix", "bridge-tcp", "bridge-http", "bridge-http-2026", "trio-unix")
+HTTP_PATH = "/mcp"  # as bench/relays.py serves the HTTP rows
 
 
 # -- inside the relay's process ------------------------------------------------------------------
@@ -137,17 +143,20 @@ def _run(argv: list[str]) -> None:
 
 # -- the client ------------------------------------------------------------------------------------
 def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str], str]:
-    server = [sys.executable, str(checkout / "bridge" / "example_server.py")]
+    server = [sys.executable, str(checkout / "bridge" / "example_server")]  # a package run as a script
     wrap = [sys.executable, __file__, "--wrapped", out, "--"]
     path = os.path.join(where, "relay.sock")
     if row == "trio-unix":
         return [*wrap, str(REPO / "bench" / "trio_relay.py"), path, "--", *server], path
-    listen = f"unix:{path}" if row == "bridge-unix" else "tcp:127.0.0.1:0"
-    return [*wrap, "-m", "bridge", "--listen", listen, "--child", "per-connection", "--", *server], path
+    listen = {"bridge-unix": f"unix:{path}", "bridge-tcp": "tcp:127.0.0.1:0"}.get(
+        row, f"http://127.0.0.1:0{HTTP_PATH}"
+    )
+    child = ("--child", "shared" if row == "bridge-http-2026" else "per-connection")  # as targets.py
+    return [*wrap, "-m", "bridge", "--listen", listen, *child, "--", *server], path
 
 
 def _session(row: str, calls: int, window: int, checkout: Path) -> collections.Counter[str]:
-    """Start the relay, make ``calls`` calls, stop it; return its counts."""
+    """Start the relay, make ``calls`` calls, stop it; return its counts (and the client's)."""
     with tempfile.TemporaryDirectory() as where:
         out = os.path.join(where, "counts.json")
         command, path = _command(row, where, out, checkout)
@@ -155,19 +164,15 @@ def _session(row: str, calls: int, window: int, checkout: Path) -> collections.C
         proc = subprocess.Popen(command, cwd=checkout, stderr=subprocess.PIPE, start_new_session=True)
         try:
             address = _wait_listening(row, proc, path)
-            family = socket.AF_INET if isinstance(address, tuple) else socket.AF_UNIX
-            with socket.socket(family, socket.SOCK_STREAM) as sock:
-                sock.settimeout(10)
-                sock.connect(address)
-                reader = sock.makefile("rb")
-                sock.sendall(INITIALIZE)
-                reader.readline()
-                sock.sendall(INITIALIZED)
-                for first in range(1, calls + 1, window):  # a window of calls, then their replies
-                    ids = range(first, min(first + window, calls + 1))
-                    sock.sendall(b"".join(echo_call(i, f"call {i}") for i in ids))
-                    for _ in ids:
-                        reader.readline()
+            started_cpu, started = time.process_time(), time.perf_counter()
+            if isinstance(address, tuple) and row.startswith("bridge-http"):
+                _http_calls(address, row == "bridge-http-2026", calls, window)
+            else:
+                _stream_calls(address, calls, window)
+            client = {
+                "client: CPU, µs": (time.process_time() - started_cpu) * 1e6,
+                "client: wall time, µs": (time.perf_counter() - started) * 1e6,
+            }
             time.sleep(SETTLE_S)
             os.killpg(proc.pid, signal.SIGINT)  # trio.run returns: the instrument writes its counts
             proc.wait(timeout=READY_TIMEOUT_S)
@@ -175,7 +180,52 @@ def _session(row: str, calls: int, window: int, checkout: Path) -> collections.C
             if proc.returncode is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        return collections.Counter(json.loads(Path(out).read_text()))
+        return collections.Counter({**json.loads(Path(out).read_text()), **client})
+
+
+def _stream_calls(address: str | tuple[str, int], calls: int, window: int) -> None:
+    """The calls over a Unix or TCP socket: newline-delimited JSON, as bench/wire.py writes it."""
+    family = socket.AF_INET if isinstance(address, tuple) else socket.AF_UNIX
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(address)
+        if family == socket.AF_INET:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bench/relays.py connects
+        reader = sock.makefile("rb")
+        sock.sendall(INITIALIZE)
+        _answered(reader.readline())
+        sock.sendall(INITIALIZED)
+        for first in range(1, calls + 1, window):  # a window of calls, then their replies
+            ids = range(first, min(first + window, calls + 1))
+            sock.sendall(b"".join(echo_call(i, f"call {i}") for i in ids))
+            for _ in ids:
+                _answered(reader.readline())
+
+
+def _http_calls(address: tuple[str, int], modern: bool, calls: int, window: int) -> None:
+    """The calls over Streamable HTTP, by the benchmark's client (a connection per call in flight)."""
+    session = http_connect(address, HTTP_PATH, modern=modern)
+    try:
+        session.reserve(window)
+        session.send(INITIALIZE)
+        _answered(session.read_one())
+        session.send(INITIALIZED)
+        for first in range(1, calls + 1, window):
+            ids = range(first, min(first + window, calls + 1))
+            session.send(b"".join(echo_call(i, f"call {i}") for i in ids))
+            replies = 0
+            while replies < len(ids):
+                for reply in session.read_lines():
+                    _answered(reply)
+                    replies += 1
+    finally:
+        session.close()
+
+
+def _answered(reply: bytes) -> None:
+    """Stop unless ``reply`` is a result: counts of error replies (a child that did not start) mislead."""
+    if b'"result"' not in reply:
+        raise SystemExit(f"not a result: {reply[:200]!r}")
 
 
 def _wait_listening(row: str, proc: subprocess.Popen[bytes], path: str) -> str | tuple[str, int]:
@@ -188,6 +238,8 @@ def _wait_listening(row: str, proc: subprocess.Popen[bytes], path: str) -> str |
         if "listening on" in line:
             if row == "bridge-tcp":
                 return ("127.0.0.1", int(line.rsplit(":", 1)[1].split()[0]))
+            if row.startswith("bridge-http"):  # listening on http://127.0.0.1:PORT/mcp
+                return ("127.0.0.1", int(line.rsplit(":", 1)[1].split("/")[0]))
             return path
     raise SystemExit(f"{row} did not log 'listening on'")
 
@@ -197,7 +249,7 @@ def main() -> None:
         _wrapped(sys.argv[2], sys.argv[4:])
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("rows", nargs="+", choices=["bridge-unix", "bridge-tcp", "trio-unix"])
+    parser.add_argument("rows", nargs="+", choices=ROWS)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--window", type=int, default=1, help="calls written at once (1: one at a time)")
     parser.add_argument("--checkout", type=Path, default=REPO, help="the checkout serving the bridge rows")
