@@ -101,6 +101,9 @@ def _wrapped(out: str, argv: list[str]) -> None:
         return run(*args, **kwargs)
 
     trio.run = counted_run
+    # The relay's code comes from its cwd, the checkout (as `python -m bridge` there would import
+    # it), not from this script's directory's interpreter's editable install of another checkout.
+    sys.path.insert(0, os.getcwd())
     for name in SYSCALLS:
         setattr(os, name, _timed(getattr(os, name), counter.counts, f"CPU in os.{name}, µs"))
     if not os.environ.get("PASSES_PROFILE"):
