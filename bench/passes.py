@@ -1,10 +1,11 @@
 """Count a relay's trips through trio's scheduler, and its system calls' CPU, per call.
 
-Runs a relay (``bridge-unix``, ``bridge-tcp``, ``bridge-ws`` or ``trio-unix``, started as the
-benchmark starts them) with a trio Instrument in its process, makes N small ``tools/call`` echo calls
-(one at a time, or ``--window`` written at once; or ``--echo`` calls of that many MiB, one at a
-time), then does it again with 3N calls; the difference, divided by 2N, is what one call costs the
-relay's event loop, setup and teardown cancelling out:
+Runs a relay (``bridge-unix``, ``bridge-tcp``, ``bridge-ws``, ``bridge-http``, ``bridge-http-2026``
+or ``trio-unix``, started as the benchmark starts them) with a trio Instrument in its process,
+makes N small ``tools/call`` echo calls (one at a time, or ``--window`` written at once; or
+``--echo`` calls of that many MiB, one at a time), then does it again with 3N calls; the
+difference, divided by 2N, is what one call costs the relay's event loop, setup and teardown
+cancelling out:
 
 * task steps: resumptions of a task's coroutine (per task, named after its function);
 * I/O waits: passes of the run loop that ask the kernel for events (``epoll_wait``), and those of
@@ -16,13 +17,16 @@ relay's event loop, setup and teardown cancelling out:
 * minor page faults (memory the kernel maps in on first touch: a large message's buffers);
 * with ``--instructions``, the instructions the relay's process executed (valgrind's cachegrind,
   ``--cache-sim=no``; the relay runs some 50 times slower): a count that the machine's load does not
-  move, within a percent or two from run to run where the CPU figures move by a fifth.
+  move, within a percent or two from run to run where the CPU figures move by a fifth;
+* the client's CPU and wall time per call (this process: the benchmark's own clients, the HTTP rows
+  through ``streamable_http.HttpSession``), to see what the client adds to a round trip.
 
 Usage::
 
     python bench/passes.py bridge-unix trio-unix [--calls 2000] [--window 64] [--checkout DIR]
     python bench/passes.py bridge-ws --calls 500 --window 64 --instructions
     python bench/passes.py bridge-ws --calls 3 --echo 16
+    python bench/passes.py bridge-http bridge-http-2026 --calls 500
 
 ``--checkout`` serves the bridge rows from another checkout of mcp-bridge (as the benchmark's
 ``--baseline``). With ``PASSES_PROFILE=FILE`` set, the relay also runs under cProfile, its stats
@@ -52,11 +56,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
+from streamable_http import http_connect  # noqa: E402
 from wire import INITIALIZE, INITIALIZE_ID, INITIALIZED, echo_call, open_session  # noqa: E402
 
 READY_TIMEOUT_S = 20.0  # as bench/targets.py gives a relay to log that it listens
 SETTLE_S = 0.2  # for the relay to see the session end before it is stopped (outside the difference)
 SYSCALLS = ("read", "write", "readv", "writev")
+ROWS = ("bridge-unix", "bridge-tcp", "bridge-ws", "bridge-http", "bridge-http-2026", "trio-unix")
+HTTP_PATH = "/mcp"  # as bench/relays.py serves the HTTP rows
 VALGRIND_SLOWER = 50  # about how much slower a process runs under cachegrind: its timeouts' factor
 
 
@@ -164,6 +171,8 @@ def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str],
         "bridge-unix": f"unix:{path}",
         "bridge-tcp": "tcp:127.0.0.1:0",
         "bridge-ws": "ws://127.0.0.1:0/",
+        "bridge-http": f"http://127.0.0.1:0{HTTP_PATH}",
+        "bridge-http-2026": f"http://127.0.0.1:0{HTTP_PATH}",
     }
     limits = [
         "--max-message",
@@ -171,7 +180,8 @@ def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str],
         "--max-child-message",
         "32MiB",
     ]  # a 16 MiB echo fits (bench/relays.py)
-    bridge = ["-m", "bridge", "--listen", listen[row], *limits, "--child", "per-connection"]
+    child = "shared" if row == "bridge-http-2026" else "per-connection"  # as bench/targets.py
+    bridge = ["-m", "bridge", "--listen", listen[row], *limits, "--child", child]
     return [*wrap, *bridge, "--", *server], path
 
 
@@ -197,10 +207,18 @@ def _session(
         try:
             address = _wait_listening(row, proc, path, READY_TIMEOUT_S * slower)
             text = "x" * text_bytes if text_bytes else None
+            started_cpu, started = time.process_time(), time.perf_counter()
             if row == "bridge-ws":
                 _calls_over_websocket(address, calls, window, text)
+            elif row.startswith("bridge-http"):
+                assert isinstance(address, tuple)
+                _http_calls(address, row == "bridge-http-2026", calls, window, text)
             else:
                 _calls(address, calls, window, text)
+            client = {
+                "client: CPU, µs": (time.process_time() - started_cpu) * 1e6,
+                "client: wall time, µs": (time.perf_counter() - started) * 1e6,
+            }
             time.sleep(SETTLE_S * slower)
             os.killpg(proc.pid, signal.SIGINT)  # trio.run returns: the instrument writes its counts
             proc.wait(timeout=READY_TIMEOUT_S * slower)
@@ -208,7 +226,7 @@ def _session(
             if proc.returncode is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        counts = collections.Counter(json.loads(Path(out).read_text()))
+        counts = collections.Counter({**json.loads(Path(out).read_text()), **client})
         if instructions:  # cachegrind's last line: "summary: INSTRUCTIONS"
             found = re.search(rb"^summary: (\d+)", Path(cachegrind).read_bytes(), re.MULTILINE)
             assert found is not None, "cachegrind wrote no summary"
@@ -222,6 +240,8 @@ def _calls(address: str | tuple[str, int], calls: int, window: int, text: str | 
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
         sock.connect(address)
+        if family == socket.AF_INET:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bench/relays.py connects
         reader = sock.makefile("rb")
         sock.sendall(INITIALIZE)
         _reply(reader, INITIALIZE_ID)
@@ -231,6 +251,32 @@ def _calls(address: str | tuple[str, int], calls: int, window: int, text: str | 
             sock.sendall(b"".join(echo_call(i, text or f"call {i}") for i in ids))
             for i in ids:
                 _reply(reader, i)
+
+
+def _http_calls(address: tuple[str, int], modern: bool, calls: int, window: int, text: str | None) -> None:
+    """The calls over Streamable HTTP, by the benchmark's client (a connection per call in flight)."""
+    session = http_connect(address, HTTP_PATH, modern=modern)
+    try:
+        session.reserve(window)
+        session.send(INITIALIZE)
+        _answered(session.read_one())
+        session.send(INITIALIZED)
+        for first in range(1, calls + 1, window):
+            ids = range(first, min(first + window, calls + 1))
+            session.send(b"".join(echo_call(i, text or f"call {i}") for i in ids))
+            replies = 0
+            while replies < len(ids):
+                for reply in session.read_lines():
+                    _answered(reply)
+                    replies += 1
+    finally:
+        session.close()
+
+
+def _answered(reply: bytes) -> None:
+    """Stop unless ``reply`` is a result: counts of error replies (a child that did not start) mislead."""
+    if b'"result"' not in reply:
+        raise SystemExit(f"not a result: {reply[:200]!r}")
 
 
 def _reply(reader: Any, request_id: int) -> None:
@@ -274,6 +320,8 @@ def _wait_listening(
         if "listening on" in line:
             if row in ("bridge-tcp", "bridge-ws"):  # tcp:127.0.0.1:PORT, ws://127.0.0.1:PORT/
                 return ("127.0.0.1", int(line.rsplit(":", 1)[1].split()[0].rstrip("/")))
+            if row.startswith("bridge-http"):  # listening on http://127.0.0.1:PORT/mcp
+                return ("127.0.0.1", int(line.rsplit(":", 1)[1].split("/")[0]))
             return path
     raise SystemExit(f"{row} did not log 'listening on'")
 
@@ -283,7 +331,7 @@ def main() -> None:
         _wrapped(sys.argv[2], sys.argv[4:])
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("rows", nargs="+", choices=["bridge-unix", "bridge-tcp", "bridge-ws", "trio-unix"])
+    parser.add_argument("rows", nargs="+", choices=ROWS)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--window", type=int, default=1, help="calls written at once (1: one at a time)")
     parser.add_argument("--checkout", type=Path, default=REPO, help="the checkout serving the bridge rows")

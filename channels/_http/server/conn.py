@@ -49,6 +49,7 @@ SERVER_HEADER = b"server: mcp-bridge\r\n"
 # after it, rather than copied to join them (a socket buffer holds about this much at once).
 LARGE_BODY = 64 * 1024
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+LAST_CHUNK = b"0\r\n\r\n"  # ends a chunked body (no trailer)
 # What HttpConnection.respond_now() wrote of a response: none of it, all of it, or a part.
 NOT_SENT, SENT, PART_SENT = 0, 1, 2
 
@@ -269,8 +270,11 @@ class HttpConnection:
         await self._send(rest)
         self._responding = False
 
-    async def start_stream(self, status: int, headers: Headers) -> None:
+    async def start_stream(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a response whose body follows in pieces (chunked on HTTP/1.1).
+
+        ``first``: the body's first piece, sent in the same write as the head (one system call,
+        one segment with ``TCP_NODELAY``) where :meth:`send_body` would send it after.
 
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
@@ -284,27 +288,25 @@ class HttpConnection:
             tail = b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
         else:
             tail = b"transfer-encoding: chunked\r\n\r\n"
-        await self._send(self._head(status, headers, tail))
+        await self._send(self._head(status, headers, tail) + self._chunk(first))
 
-    async def send_body(self, data: bytes) -> None:
-        """Send the next piece of a streamed body.
-
-        Raises:
-            trio.BrokenResourceError: the client is gone or did not read in time.
-        """
-        if data:
-            await self._send(data if self._http10 else b"%x\r\n%s\r\n" % (len(data), data))
-
-    async def end_stream(self) -> None:
-        """End a streamed response.
+    async def send_body(self, data: bytes, *, last: bool = False) -> None:
+        """Send the next piece of a streamed body; with ``last``, end the response in the same write.
 
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
         """
-        if not self._http10:
-            await self._send(b"0\r\n\r\n")
-        self._streaming = False
-        self._responding = False
+        if last:
+            await self._send(self._chunk(data) + (b"" if self._http10 else LAST_CHUNK))
+            self._streaming = False
+            self._responding = False
+        elif data:
+            await self._send(self._chunk(data))
+
+    def _chunk(self, data: bytes) -> bytes:
+        if not data or self._http10:
+            return data
+        return b"%x\r\n%s\r\n" % (len(data), data)
 
     async def _send(self, data: bytes | memoryview) -> None:
         if self._broken:

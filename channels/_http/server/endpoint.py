@@ -348,6 +348,7 @@ class McpEndpoint:
             json_wait=self.http.sse_after,
             keepalive=self.http.sse_keepalive,
             ticker=self.ticker,
+            answer_now=True,  # the reply is written by the task that routes it (response.JsonAnswer)
         )
 
         async def respond() -> bool:

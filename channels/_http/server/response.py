@@ -256,12 +256,11 @@ async def _wait_watched(connection: HttpConnection, stream: ResponseStream, dead
 async def _write_events(
     connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
 ) -> None:
-    await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers])
+    # The head goes out with the first events (one write), and the last events with the end.
     head = list(first_events)
     if style.priming:
         head.append(encode_event(b"", event_id=stream.event_id(stream.last_written()), retry=style.retry_ms))
-    if head:
-        await connection.send_body(b"".join(head))
+    await connection.start_stream(200, [*SSE_HEADERS, *style.extra_headers], b"".join(head))
     while True:
         with trio.move_on_after(style.keepalive) as quiet:
             await stream.wait()
@@ -269,14 +268,19 @@ async def _write_events(
             await connection.send_body(KEEPALIVE)
             continue
         events = stream.pending()
+        # An ended stream takes no more messages: if it had ended when they were taken, these
+        # events are its last, and go out with its end.
+        last = stream.ended
         if events:
             await connection.send_body(
                 b"".join(
                     encode_event(data, event_id=stream.event_id(seq), event=style.event)
                     for seq, data, _, _ in events
-                )
+                ),
+                last=last,
             )
             stream.written(events[-1][0])
-        if stream.ended and not stream.unwritten:
-            await connection.end_stream()
+        elif last:
+            await connection.send_body(b"", last=True)
+        if last:
             return

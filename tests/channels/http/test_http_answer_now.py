@@ -1,22 +1,32 @@
 """An answer queued while its response waits for it as JSON is written by the task that queues it.
 
-``StreamStyle(answer_now=True)`` (a legacy session's responses): the reply pump's ``put`` writes
-the response at once (``response.JsonAnswer``), where the response's own task would write it a
-scheduler pass later. The bytes on the wire must be the same either way, the answer must count in
+``StreamStyle(answer_now=True)`` (a legacy session's responses, and a 2026-07-28 POST's): the
+reply pump's ``put`` writes the response at once (``response.JsonAnswer``), where the response's
+own task would write it a scheduler pass later. The bytes on the wire must be the same either way, the answer must count in
 the backlog until it is written whole, and what the kernel does not take at once is written by the
 response's own task. Real sockets (a socket pair); no bridge.
 """
 
 from __future__ import annotations
 
+import json
 import socket
+from collections.abc import Awaitable, Callable
 
 import trio
 import trio.testing
 
+from channels import PeerInfo
+from channels._core.channel import MessageChannel
+from channels._core.jsonrpc import encode
+from channels._core.options import HttpOptions
 from channels._core.ticker import Ticker
+from channels._http.server.call import HttpCall
 from channels._http.server.conn import HttpConnection
 from channels._http.server.connvalues import ConnectionLimits
+from channels._http.server.endpoint import McpEndpoint
+from channels._http.server.exchange import ExchangeChannel
+from channels._http.server.request import Request
 from channels._http.server.response import StreamStyle, write_response
 from channels._http.server.stream import Backlog, ResponseStream
 
@@ -97,3 +107,50 @@ async def test_what_the_kernel_does_not_take_at_once_of_an_answer_is_written_by_
     assert own_ok and now_ok
     assert 0 < len(now_at_once) < len(now)  # a part at once, the rest by the response's task
     assert now == own and own.endswith(body)
+
+
+async def test_a_2026_reply_is_written_by_the_task_that_routes_it_before_its_posts_task_runs_again() -> None:
+    """The 2026-07-28 era's POSTs answer as the legacy sessions' do (``McpEndpoint._modern``)."""
+    connection, client = _pair()
+    endpoint = McpEndpoint(HttpOptions(), Ticker(), lambda: 0)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": meta}}).encode()
+    headers = (
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"mcp-protocol-version", b"2026-07-28"),
+        (b"mcp-method", b"tools/list"),
+    )
+    reply = {"jsonrpc": "2.0", "id": 5, "result": {"tools": []}}
+    at_once: list[bytes] = []
+
+    async def serve(exchange: MessageChannel, respond: Callable[[], Awaitable[bool]]) -> None:
+        assert isinstance(exchange, ExchangeChannel)
+        assert await exchange.receive() == json.loads(body)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(respond)
+            await trio.testing.wait_all_tasks_blocked()
+            exchange.send_nowait(reply)
+            at_once.append(_read_all(client))  # before the response's own task ran again
+        await exchange.aclose()
+
+    with client, trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            call = HttpCall(
+                connection,
+                Request("POST", "/mcp", headers, body),
+                PeerInfo("http", "127.0.0.1:1"),
+                None,
+                handler=lambda incoming: trio.sleep(0),
+                nursery=nursery,
+                exchanges=serve,
+            )
+            await endpoint.handle(call)
+        wire = at_once[0] + _read_all(client)
+        await connection.aclose()
+    assert at_once[0] == wire  # all of it, written by send_nowait's put()
+    assert wire.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-type: application/json\r\n" in wire
+    assert wire.endswith(b"\r\n\r\n" + encode(reply, newline=False))
