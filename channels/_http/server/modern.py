@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from ..._core.channel import PeerInfo
 from ..._core.jsonrpc import JSONObject
 from ..._core.options import HttpOptions
 from ..._core.ticker import Ticker
@@ -34,6 +35,11 @@ logger = logging.getLogger("channels.http")
 REMOVED_METHODS = frozenset(
     {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 )
+# Response styles kept, one per set of CORS headers (a client sends from one Origin; past it the
+# memo starts again), and peers, one per keep-alive connection and credential: a few clients'
+# connections at once (the benchmark keeps 64 open).
+STYLES = 8
+PEERS = 256
 # The bridge's "too many connections" refusal (bridge/_errors.py) is a 503 over HTTP.
 OVER_CAPACITY = frozenset({"too-many-connections"})
 
@@ -50,6 +56,8 @@ class ModernPosts:
         self.http = http
         self.ticker = ticker
         self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._styles: dict[tuple[tuple[bytes, bytes], ...], StreamStyle] = {}  # by CORS headers
+        self._peers: dict[int, tuple[PeerInfo, tuple[object, ...], PeerInfo]] = {}  # see _peer()
 
     async def serve(self, call: HttpCall, message: JSONObject) -> None:
         """Serve ``call``, a POST whose one message ``message`` is of the 2026-07-28 era."""
@@ -68,13 +76,18 @@ class ModernPosts:
             # response); it is accepted and, with no request to relate to, goes no further.
             await call.respond(202)
             return
-        exchange = ExchangeChannel(message, call.peer, _modern_status, self._learn)
-        style = StreamStyle(
-            extra_headers=call.cors,
-            json_wait=self.http.sse_after,
-            keepalive=self.http.sse_keepalive,
-            ticker=self.ticker,
-        )
+        exchange = ExchangeChannel(message, self._peer(call), _modern_status, self._learn)
+        style = self._styles.get(call.cors)
+        if style is None:  # once per set of CORS headers: a client sends from one Origin
+            style = StreamStyle(
+                extra_headers=call.cors,
+                json_wait=self.http.sse_after,
+                keepalive=self.http.sse_keepalive,
+                ticker=self.ticker,
+            )
+            if len(self._styles) >= STYLES:
+                self._styles.clear()
+            self._styles[call.cors] = style
 
         async def respond() -> bool:
             if await write_response(call.connection, exchange.stream, style):
@@ -88,6 +101,37 @@ class ModernPosts:
         else:
             call.start(exchange)
             await respond()
+
+    def _peer(self, call: HttpCall) -> PeerInfo:
+        """:attr:`HttpCall.peer`, made once per connection, credential, ``Origin`` and ``User-Agent``.
+
+        A client sends the same on every POST of a keep-alive connection. The memo is keyed by the
+        connection's address record, which it keeps (so that its id is not reused while
+        remembered), and checked against the request's own values: a request that differs in any
+        gets a peer of its own.
+        """
+        origin = agent = None
+        origins = agents = 0
+        for name, value in call.request.headers:  # one pass, for HttpCall.peer's two lookups
+            if name == b"origin":
+                origin, origins = value, origins + 1
+            elif name == b"user-agent":
+                agent, agents = value, agents + 1
+        seen = (
+            call.credential,
+            call.principal,
+            origin if origins == 1 else None,
+            agent if agents == 1 else None,
+        )
+        address = call.address
+        remembered = self._peers.get(id(address))
+        if remembered is not None and remembered[0] is address and remembered[1] == seen:
+            return remembered[2]
+        peer = call.peer
+        if len(self._peers) >= PEERS:
+            self._peers.clear()
+        self._peers[id(address)] = (address, seen, peer)
+        return peer
 
     def _learn(self, request: JSONObject, reply: JSONObject) -> None:
         """Remember the ``x-mcp-header`` annotations of the tools a ``tools/list`` reply lists."""
