@@ -78,7 +78,8 @@ class Client:
     # writer to wake, and often nobody waiting for a change.
     wake: trio.Event | None = None  # the writer: something to send
     changed: trio.Event | None = None  # drains: a reply queued, or sent
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    # Made when first asked for (scope): a 2026-07-28 request admitted at once never enters one.
+    _scope: trio.CancelScope | None = attrs.field(init=False, default=None)
     ending: str | None = None
     drained: bool = False
     sending: bool = False  # the writer holds a batch taken from the outbox, not yet written
@@ -87,6 +88,13 @@ class Client:
     # Served in its request's own task (SharedChild.serve_exchange): stopping it ends its
     # response, which that task is writing outside ``scope``.
     responding: bool = False
+
+    @property
+    def scope(self) -> trio.CancelScope:
+        """What serves this client runs in it; cancelled by :meth:`stop` (entered or not yet)."""
+        if self._scope is None:
+            self._scope = trio.CancelScope()
+        return self._scope
 
     @property
     def unsent(self) -> bool:

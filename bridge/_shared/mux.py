@@ -320,6 +320,8 @@ class SharedChild:
 
     async def _detach(self, client: Client) -> None:
         detached = self._router.detach(client.key)
+        if not detached.cancel and not detached.refuse:
+            return
         messages: list[JSONObject] = [
             {
                 "jsonrpc": "2.0",

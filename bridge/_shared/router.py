@@ -62,8 +62,12 @@ class Detached:
         refuse: ids of the child's requests it had been sent: answer them with an error.
     """
 
-    cancel: list[int]
-    refuse: list[RequestId]
+    cancel: tuple[int, ...]
+    refuse: tuple[RequestId, ...]
+
+
+# A client that left nothing behind (the usual end of a 2026-07-28 request: its reply came).
+NOTHING_LEFT = Detached((), ())
 
 
 class Router:
@@ -113,13 +117,15 @@ class Router:
 
     def detach(self, client: ClientKey) -> Detached:
         """Forget a client; late replies to its requests will be dropped."""
-        ids = self._by_client.pop(client, {})
-        cancel = list(ids.values())
+        ids = self._by_client.pop(client, None)
+        if not ids and not self._outbound:
+            return NOTHING_LEFT  # one check, not two scans, per 2026-07-28 request
+        cancel = tuple(ids.values()) if ids else ()
         for wire in cancel:
             del self._pending[wire]
         self._forget(cancel)
         mine = [outbound for outbound, (owner, _) in self._outbound.items() if owner == client]
-        refuse = [self._outbound.pop(outbound)[1] for outbound in mine]
+        refuse = tuple(self._outbound.pop(outbound)[1] for outbound in mine)
         return Detached(cancel, refuse)
 
     def fail_all(self) -> list[tuple[ClientKey, RequestId]]:

@@ -54,6 +54,7 @@ PARAM_HEADER_PREFIX = b"mcp-param-"
 ROUTING_HEADERS = (PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER)
 """The standard request headers, in the order SPEC ``streamable-http.mdx`` lists them (and the
 order they are checked in)."""
+_ROUTING_NAMES = frozenset(ROUTING_HEADERS)
 DISPLAY_NAMES: Mapping[bytes, str] = {
     PROTOCOL_VERSION_HEADER: "MCP-Protocol-Version",
     METHOD_HEADER: "Mcp-Method",
@@ -135,6 +136,23 @@ def has_modern_claim(message: Any) -> bool:
 def header_texts(headers: Headers, name: bytes) -> list[str]:
     """Every value of header ``name``, as text (one character a byte), without its OWS."""
     return [value.decode("latin-1").strip(OWS) for value in header_values(headers, name)]
+
+
+def routing_header_texts(headers: Headers) -> dict[bytes, list[str]]:
+    """:func:`header_texts` of each of :data:`ROUTING_HEADERS` present, in one pass over ``headers``.
+
+    A header absent is not a key (a request carries them all: one pass, not one per name).
+    """
+    found: dict[bytes, list[str]] = {}
+    for name, value in headers:
+        if name in _ROUTING_NAMES:
+            text = value.decode("latin-1").strip(OWS)
+            texts = found.get(name)
+            if texts is None:
+                found[name] = [text]
+            else:
+                texts.append(text)
+    return found
 
 
 # -- The =?base64?...?= form ------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from .headers import (
     is_modern_version,
     meta_of,
     method_of,
+    routing_header_texts,
 )
 from .refusal import (
     INVALID_PARAMS,
@@ -133,10 +134,11 @@ def check_modern_request(
     method: str = message["method"]
     meta = meta_of(message)
 
+    routing = routing_header_texts(headers)
     if (
         method == "initialize"
         and not has_modern_claim(message)
-        and any(is_modern_version(value) for value in header_texts(headers, PROTOCOL_VERSION_HEADER))
+        and any(is_modern_version(value) for value in routing.get(PROTOCOL_VERSION_HEADER, ()))
     ):
         return header_mismatch(
             "an initialize request (the legacy handshake) sent with a modern MCP-Protocol-Version header",
@@ -150,21 +152,22 @@ def check_modern_request(
         return refusal
 
     values: dict[bytes, str] = {}
-    for name in ROUTING_HEADERS:
-        texts = header_texts(headers, name)
+    for name in ROUTING_HEADERS:  # in this order: the first failure wins
+        texts = routing.get(name)
+        if texts is None:
+            continue
         if len(texts) > 1:
             return header_mismatch(
                 f"more than one {DISPLAY_NAMES[name]} header", "duplicate-header", request_id, name
             )
-        if texts:
-            if not _FIELD_VALUE.fullmatch(texts[0]):
-                return header_mismatch(
-                    f"the {DISPLAY_NAMES[name]} header holds invalid characters",
-                    "invalid-header-value",
-                    request_id,
-                    name,
-                )
-            values[name] = texts[0]
+        if not _FIELD_VALUE.fullmatch(texts[0]):
+            return header_mismatch(
+                f"the {DISPLAY_NAMES[name]} header holds invalid characters",
+                "invalid-header-value",
+                request_id,
+                name,
+            )
+        values[name] = texts[0]
 
     claimed = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
     version_header = values.get(PROTOCOL_VERSION_HEADER)
@@ -213,7 +216,9 @@ def check_modern_request(
 def _check_meta(
     meta: dict[str, Any] | None, is_request: bool, request_id: RequestId | None
 ) -> HttpRefusal | None:
-    if is_request:
+    if is_request and (
+        meta is None or PROTOCOL_VERSION_KEY not in meta or CLIENT_CAPABILITIES_KEY not in meta
+    ):
         missing = [key for key in REQUIRED_META_KEYS if meta is None or key not in meta]
         if missing:
             where = "params._meta" if meta is None else f"params._meta {', '.join(missing)}"

@@ -3,8 +3,8 @@
 A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 
 * 2026-07-28 (modern): one request per POST, validated against its routing headers, then a
-  channel of its own (:class:`~channels._http.server.exchange.ExchangeChannel`); no session is ever
-  minted, and GET and DELETE get 405.
+  channel of its own (:mod:`channels._http.server.modern`); no session is ever minted, and GET and
+  DELETE get 405.
 * 2025-03-26 to 2025-11-25 (legacy): ``initialize`` opens a session
   (:class:`~channels._http.server.session.SessionChannel`) whose id every later request must name (400
   without, 404 for an unknown or ended one, so the client initialises again); GET opens its
@@ -25,20 +25,10 @@ from ..._core.errors import ProtocolError
 from ..._core.jsonrpc import JSONObject, RequestId, decode_line
 from ..._core.options import HttpOptions
 from ..._core.ticker import Ticker
-from ..._mcp.admission import (
-    LEGACY_VERSIONS,
-    METHOD_NOT_FOUND,
-    HttpRefusal,
-    check_modern_request,
-    check_param_headers,
-    era_of,
-    parse_body,
-    status_for_error,
-    tool_headers_from_list,
-)
+from ..._mcp.admission import LEGACY_VERSIONS, HttpRefusal, era_of, parse_body
 from ..._mcp.refusal import protocol_refusal
 from .call import HttpCall, Refused, method_not_allowed, refuse
-from .exchange import ExchangeChannel
+from .modern import ModernPosts
 from .response import StreamStyle, write_response
 from .session import BUSY_RETRY_AFTER, SessionChannel, id_key, least_recently_used_idle, new_session_id
 from .stream import ResponseStream, parse_event_id
@@ -58,13 +48,6 @@ RETRY_MS = 1000
 # Response styles a session keeps, one per (JSON allowed, version, CORS headers): a client sends
 # from one Origin, so it uses two (its POSTs' and its GET stream's), three across initialize.
 SESSION_STYLES = 8
-# Requests the 2026-07-28 era removed (its changelog): on a modern POST they are answered here,
-# with the 404 and -32601 the transport specifies for a method the server does not implement.
-REMOVED_METHODS = frozenset(
-    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-)
-# The bridge's "too many connections" refusal (bridge/_errors.py) is a 503 over HTTP.
-OVER_CAPACITY = frozenset({"too-many-connections"})
 
 
 def _parse_post(body: bytes) -> tuple[JSONObject | list[JSONObject] | HttpRefusal, bytes | None]:
@@ -101,7 +84,7 @@ class McpEndpoint:
         self.ticker = ticker
         self.session_count = session_count
         self.sessions: dict[str, SessionChannel] = {}
-        self.tool_headers: dict[str, dict[str, tuple[str, ...]]] = {}
+        self.modern = ModernPosts(http, ticker)
         self._post_headers = PostHeaderVerdicts()
 
     async def handle(self, call: HttpCall) -> None:
@@ -136,7 +119,7 @@ class McpEndpoint:
             raise Refused(parsed)
         headers, modern = request.headers, verdict.modern
         if isinstance(parsed, dict) and era_of(parsed, headers, header_modern=modern) == "modern":
-            await self._modern(call, parsed)
+            await self.modern.serve(call, parsed)
             return
         messages = parsed if isinstance(parsed, list) else [parsed]
         if verdict.legacy_refusal is not None:
@@ -324,64 +307,7 @@ class McpEndpoint:
         session.end()
         await call.respond(200)
 
-    # --- 2026-07-28 ----------------------------------------------------------------------
-
-    async def _modern(self, call: HttpCall, message: JSONObject) -> None:
-        headers = call.request.headers
-        refusal = check_modern_request(message, headers) or check_param_headers(
-            message, headers, self.tool_headers
-        )
-        if refusal is not None:
-            raise Refused(refusal)
-        if message.get("method") in REMOVED_METHODS and "id" in message:
-            # Not forwarded: a dual-era child would answer initialize with -32022, or worse,
-            # settle a shared process into the legacy era for everyone.
-            raise refuse(404, METHOD_NOT_FOUND, "Method not found", "removed-method", message["id"])
-        if "id" not in message or "method" not in message:
-            # 2026-07-28 defines no client notification over HTTP (cancelling is closing the
-            # response); it is accepted and, with no request to relate to, goes no further.
-            await call.respond(202)
-            return
-        exchange = ExchangeChannel(message, call.peer, _modern_status, self._learn)
-        style = StreamStyle(
-            extra_headers=call.cors,
-            json_wait=self.http.sse_after,
-            keepalive=self.http.sse_keepalive,
-            ticker=self.ticker,
-            answer_now=True,  # the reply is written by the task that routes it (response.JsonAnswer)
-        )
-
-        async def respond() -> bool:
-            if await write_response(call.connection, exchange.stream, style):
-                return True
-            logger.info("%s: the client closed its response before the reply; request cancelled", call.peer)
-            exchange.leave()
-            return False
-
-        if call.exchanges is not None:  # the bridge serves it in this task (docs/design.md)
-            await call.exchanges(exchange, respond)
-        else:
-            call.start(exchange)
-            await respond()
-
-    def _learn(self, request: JSONObject, reply: JSONObject) -> None:
-        """Remember the ``x-mcp-header`` annotations of the tools a ``tools/list`` reply lists."""
-        if request.get("method") == "tools/list" and isinstance(reply.get("result"), dict):
-            self.tool_headers.update(tool_headers_from_list(reply["result"]))
-
 
 def _version(request: Request) -> str | None:
     value = request.header(b"mcp-protocol-version")
     return value.decode("latin-1") if value is not None else None
-
-
-def _modern_status(reply: JSONObject) -> int:
-    """The status of a 2026-07-28 response that is one JSON reply."""
-    error = reply.get("error")
-    if not isinstance(error, dict):
-        return 200
-    data = error.get("data")
-    if isinstance(data, dict) and data.get("reason") in OVER_CAPACITY:
-        return 503
-    code = error.get("code")
-    return status_for_error(code) if isinstance(code, int) else 200

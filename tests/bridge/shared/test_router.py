@@ -209,8 +209,22 @@ def test_a_client_that_leaves_yields_its_requests_to_cancel_and_the_childs_reque
     routed = router.client_request(1, request(7))
     router.child_request(1, {"jsonrpc": "2.0", "id": 99, "method": "sampling/createMessage"})
     detached = router.detach(1)
-    assert detached.cancel == [routed["id"]] and detached.refuse == [99]
+    assert detached.cancel == (routed["id"],) and detached.refuse == (99,)
     assert router.child_response({"jsonrpc": "2.0", "id": routed["id"], "result": {}}) is None
+
+
+def test_a_client_whose_replies_all_came_leaves_nothing_to_cancel_or_refuse_and_another_keeps_its_own():
+    router = Router(max_in_flight=8)
+    router.attach(1)
+    router.attach(2)
+    router.child_request(2, {"jsonrpc": "2.0", "id": 99, "method": "sampling/createMessage"})
+    routed = router.client_request(1, request(7))
+    assert router.child_response({"jsonrpc": "2.0", "id": routed["id"], "result": {}}) is not None
+    detached = router.detach(1)
+    assert detached.cancel == () and detached.refuse == ()
+    assert router.detach(2).refuse == (99,)  # the other client's request from the child is its own
+    router.attach(3)
+    assert router.detach(3).cancel == () and router.detach(3).refuse == ()  # and gone twice
 
 
 @pytest.mark.parametrize("limit", [1, 3])

@@ -7,7 +7,7 @@ Pure routing, no I/O: the channels here only record what they are given.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import trio
@@ -115,3 +115,14 @@ def test_a_direct_client_whose_channel_is_closed_is_dropped_as_disconnected() ->
     clients, (client,) = _clients(Limits(), channel)
     clients.deliver(client.key, _note(0), 100)
     assert client.ending == "client-disconnected"
+
+
+async def test_a_shared_client_stopped_before_anything_entered_its_scope_is_cancelled_once_something_does() -> (
+    None
+):
+    client = Client(1, cast(Any, None))
+    client.stop()
+    with trio.fail_after(5):
+        with client.scope:
+            await trio.sleep_forever()
+    assert client.scope.cancelled_caught
