@@ -48,6 +48,14 @@ if TYPE_CHECKING:
     from ._http import *  # noqa: F403
     from ._oauth import *  # noqa: F403
     from ._sockets import *  # noqa: F403
+
+    # _sockets' deferred names, spelled out: a star import of names that module itself imports
+    # only for type checkers is not followed by the API reference's reader (griffe).
+    from ._sockets.activation import FdAddress, take_activated_sockets  # noqa: F401
+    from ._sockets.endpoint import resolve_audience  # noqa: F401
+    from ._sockets.stdio import StdioAddress, open_stdio_stream  # noqa: F401
+    from ._sockets.tcp import TcpAddress  # noqa: F401
+    from ._sockets.tls import TlsAddress  # noqa: F401
     from ._ws import *  # noqa: F403
 
 # The rooms imported on first use, with their public names as their own __all__ lists them
