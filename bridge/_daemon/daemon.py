@@ -124,6 +124,8 @@ class Daemon:
         clients = f"{stats.connections} client{'s' if stats.connections != 1 else ''}"
         if self._stopping.is_set():
             return f"stopping: {clients} left, {stats.requests_in_flight} requests in flight"
+        if self._children.stopping_on_demand:
+            return f"serving {clients}; idle (stopping the child on demand), starts on the next request"
         if self._children.idle:
             if self._children.stopped_on_demand:
                 return f"serving {clients}; idle (stopped on demand), starts on the next request"
@@ -144,7 +146,7 @@ class Daemon:
         """
         if self.stopped:
             return False
-        if self._shared is None or self._children.idle:
+        if self._shared is None or self._children.idle or self._children.stopping_on_demand:
             return True
         return self._shared.supervisor.state is SupervisorState.READY
 

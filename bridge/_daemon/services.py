@@ -61,6 +61,8 @@ class ChildServices:
     started: bool = False
     stopped_on_demand: bool = False
     """Whether the idle stop has stopped the child at least once."""
+    stopping_on_demand: bool = False
+    """Whether the idle stop is stopping the child now (in MCP order, which takes a moment)."""
     usage: Usage = attrs.field(factory=Usage)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _mode_chosen: bool = attrs.field(init=False, default=False)
@@ -188,7 +190,11 @@ class ChildServices:
                         self.config.child.name,
                         self.config.idle_stop,
                     )
-                    await self._stop_on_demand()
+                    self.stopping_on_demand = True  # /readyz: idle, not a stopped child
+                    try:
+                        await self._stop_on_demand()
+                    finally:
+                        self.stopping_on_demand = False
                     self.stopped_on_demand = True
                     self.counters.idle_stops += 1
 
