@@ -15,8 +15,7 @@ The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``g
 no trio.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .address import (
     Address,
@@ -53,6 +52,7 @@ from .errors import (
     ProtocolError,
     SendTimeout,
 )
+from .exports import import_on_first_use
 from .framing import (
     LineFramer,
     Oversized,
@@ -178,10 +178,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = DEFERRED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = import_on_first_use(__name__, DEFERRED, globals())

@@ -14,9 +14,9 @@ classes).
 Import rule: ``channels._core`` only.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._core.exports import import_on_first_use
 from .unix import (
     UnixAddress,
 )
@@ -54,10 +54,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = DEFERRED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = import_on_first_use(__name__, DEFERRED, globals())
