@@ -56,7 +56,10 @@ class ExchangeChannel(MessageChannel):
         self._on_reply = on_reply
         self.backlog = Backlog()
         self.stream = ResponseStream("0", finals=1, backlog=self.backlog)
-        self._over = trio.Event()  # replied, or the client left
+        self._over = False  # replied, or the client left
+        # Made by a receive() that waits for that, and only then: served in the POST's own task,
+        # the request is received once and nothing waits here (SharedChild.serve_exchange).
+        self._over_event: trio.Event | None = None
         self.one_request = True
         self.client_left = False
         self.closed = False
@@ -69,7 +72,12 @@ class ExchangeChannel(MessageChannel):
         """The client closed the response before the reply (the HTTP side calls this)."""
         if not self.stream.ended:
             self.client_left = True
-        self._over.set()
+        self._set_over()
+
+    def _set_over(self) -> None:
+        self._over = True
+        if self._over_event is not None:
+            self._over_event.set()
 
     async def receive(self) -> JSONObject:
         if self.closed:
@@ -80,7 +88,12 @@ class ExchangeChannel(MessageChannel):
             # request, and yields at its next receive (which waits for the reply).
             await trio.lowlevel.checkpoint_if_cancelled()
             return request
-        await self._over.wait()
+        if self._over:
+            await trio.lowlevel.checkpoint()
+        else:
+            if self._over_event is None:
+                self._over_event = trio.Event()
+            await self._over_event.wait()
         if self.client_left:
             raise trio.BrokenResourceError("the client closed the response stream")
         raise trio.EndOfChannel
@@ -121,7 +134,7 @@ class ExchangeChannel(MessageChannel):
             if self._on_reply is not None and self._request_id is not None:
                 self._on_reply(self._original, message)
             self.stream.put(data, final=True, status=self._status_of(message))
-            self._over.set()
+            self._set_over()
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none
 
@@ -132,7 +145,7 @@ class ExchangeChannel(MessageChannel):
         """
         self.closed = True
         self.stream.end()
-        self._over.set()
+        self._set_over()
 
     async def aclose(self) -> None:
         self.end()

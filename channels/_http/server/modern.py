@@ -76,7 +76,9 @@ class ModernPosts:
             # response); it is accepted and, with no request to relate to, goes no further.
             await call.respond(202)
             return
-        exchange = ExchangeChannel(message, self._peer(call), _modern_status, self._learn)
+        # Only a tools/list reply teaches anything (_learn): no call per reply for the others.
+        learn = self._learn if message["method"] == "tools/list" else None
+        exchange = ExchangeChannel(message, self._peer(call), _modern_status, learn)
         style = self._styles.get(call.cors)
         if style is None:  # once per set of CORS headers: a client sends from one Origin
             style = StreamStyle(
