@@ -226,8 +226,11 @@ class SharedChild:
                 if self._admission.admits_at_once and self._link.takes_one_at_once:
                     # Admitted and queued for the child without a checkpoint: nothing there for
                     # stopping the client to cancel, so no scope is entered (trio's costs a
-                    # generator context manager).
-                    await self._reader.forward(client, [request])
+                    # generator context manager). The request is valid (the exchange was made
+                    # with it): ClientReader.forward's handling of bad input has nothing to do.
+                    routed = await self._admission.admit(client, request)
+                    if routed is not None:
+                        await self._link.send_checked((routed,))
                 else:
                     with client.scope:
                         await self._reader.forward(client, [request])

@@ -35,8 +35,8 @@ class ExchangeChannel(MessageChannel):
     Args:
         request: the request, validated.
         peer: who sent it.
-        status_of: the HTTP status for a reply sent as the whole response (a 2026-07-28 error
-            reply maps to 4xx).
+        status_of: the HTTP status for an error reply sent as the whole response (a 2026-07-28
+            error reply maps to 4xx); a result's is 200.
         on_reply: called with the request and its reply, before the reply is queued (the
             listener learns tool header annotations from ``tools/list`` results this way).
     """
@@ -106,7 +106,7 @@ class ExchangeChannel(MessageChannel):
             raise trio.ClosedResourceError("the exchange is closed")
         await self.backlog.make_room(self.send_timeout)
         for message in messages:
-            self._put(message)
+            self.send_nowait(message)
         await trio.lowlevel.checkpoint()
 
     @property
@@ -124,16 +124,15 @@ class ExchangeChannel(MessageChannel):
         """
         if self.closed:
             raise trio.ClosedResourceError("the exchange is closed")
-        self._put(message)
-
-    def _put(self, message: JSONObject) -> None:
         data = encode(message, newline=False)
         self.bytes_sent += len(data)
         final = "method" not in message and message.get("id") == self._request_id
         if final:
             if self._on_reply is not None and self._request_id is not None:
                 self._on_reply(self._original, message)
-            self.stream.put(data, final=True, status=self._status_of(message))
+            # A reply is a result or an error, never both (validated): a result's status is 200.
+            status = 200 if "result" in message else self._status_of(message)
+            self.stream.put(data, final=True, status=status)
             self._set_over()
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none

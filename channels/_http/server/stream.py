@@ -239,9 +239,10 @@ class ResponseStream:
             return
         self._queue.append((self._next_seq, data, final, status))
         self._next_seq += 1
-        self.queued_bytes += len(data)
+        size = len(data)
+        self.queued_bytes += size
         if self.backlog is not None:
-            self.backlog.add(len(data))
+            self.backlog.unwritten += size  # Backlog.add(), inlined: one per message
         if self.abandoned:
             self.abandon()
         if final:
