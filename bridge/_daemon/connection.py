@@ -160,24 +160,22 @@ class Connections:
                 beside.start_soon(self.handle, VirtualIncoming(channel))
                 await respond()
             return
-        responded = False
-
-        async def respond_once() -> bool:
-            nonlocal responded
-            responded = True
-            return await respond()
-
+        peer = channel.peer
         counters.connections_total += 1
-        counters.by_transport[channel.peer.transport] += 1
+        counters.by_transport[peer.transport] += 1
         counters.connections += 1
         counters.clients.add(channel)
         self.usage.add()
+        debug = logger.isEnabledFor(logging.DEBUG)  # once, for both lines: one per request
         try:
-            logger.debug("%s: connected to the shared child", channel.peer)
-            ending = await shared.serve_exchange(channel, respond_once)
-            logger.debug("%s: %s", channel.peer, ending)
+            if debug:
+                logger.debug("%s: connected to the shared child", peer)
+            # It awaits ``respond`` once, come what may (ending the channel first if it failed).
+            ending = await shared.serve_exchange(channel, respond)
+            if debug:
+                logger.debug("%s: %s", peer, ending)
         except Exception:
-            logger.exception("%s: internal error; connection closed", channel.peer)
+            logger.exception("%s: internal error; connection closed", peer)
         finally:
             self.usage.remove()
             counters.connections -= 1
@@ -185,9 +183,7 @@ class Connections:
             counters.evicted_of_closed += evicted(channel)
             counters.bytes_of_closed[0] += channel.bytes_received
             counters.bytes_of_closed[1] += channel.bytes_sent
-            await channel.aclose()  # a response still to write ends with what it was given
-            if not responded:
-                await respond()
+            await channel.aclose()
 
     async def _refuse_over_cap(self, client: MessageChannel) -> None:
         self.counters.connections_refused += 1

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 import trio
 
-from channels import INVALID_REQUEST, JSONObject, Kind, kind
+from channels import INVALID_REQUEST, JSONObject
 
 from .._errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, error_response, too_many_requests
 from .._limits import Limits
@@ -94,8 +94,7 @@ class Admission:
 
     async def admit(self, client: Client, message: JSONObject) -> JSONObject | None:
         """The child's copy of a client message, or None if it is answered or dropped here."""
-        message_kind = kind(message)
-        if message_kind is Kind.NOTIFICATION:
+        if "id" not in message:  # a notification (kind(), inlined: one per request)
             method = message["method"]
             if method == "notifications/cancelled":
                 return self._router.client_cancel(client.key, message)
@@ -104,7 +103,7 @@ class Admission:
                     return None  # the child was initialized once; later clients' are swallowed
                 self._handshake.initialized_sent = True
             return message
-        if message_kind is Kind.RESPONSE:
+        if "method" not in message:  # a response
             return self._router.client_response(client.key, message)
         request_id = message["id"]
         if self.stopping.is_set():
@@ -114,7 +113,7 @@ class Admission:
                 256,
             )
             return None
-        if self._tool_scopes:
+        if self._tool_scopes.rules:
             refusal = self._tool_scopes.refuse_call(message, client.channel.peer)
             if refusal is not None:
                 self._deliver(client.key, refusal, 256)

@@ -169,8 +169,25 @@ class Clients:
         client = self.by_key.get(client_key)
         if client is None or client.ending is not None:
             return
-        if client.direct is not None:
-            self._deliver_direct(client, client.direct, message)
+        direct = client.direct
+        if direct is not None:  # its channel's queue is the client's (inlined: one per reply)
+            waiting, waiting_bytes = direct.waiting
+            try:
+                direct.send_nowait(message)
+            except trio.ClosedResourceError:
+                self.drop(client, "client-disconnected", "connection lost")
+                return
+            if client.idle is not None:
+                client.idle.touch()
+            if client.changed is not None:  # notify_changed(), inlined
+                client.changed.set()
+            if waiting >= self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
+                self.drop(
+                    client,
+                    "client-too-slow",
+                    f"its queue passed {self.limits.client_queue} messages or "
+                    f"{self.limits.client_queue_bytes} bytes",
+                )
             return
         # The byte limit bounds what was already waiting: a single message larger than it (up to
         # --max-child-message) still reaches a client that keeps up.
@@ -180,25 +197,6 @@ class Clients:
         client.notify_writer()
         client.notify_changed()
         if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
-            self.drop(
-                client,
-                "client-too-slow",
-                f"its queue passed {self.limits.client_queue} messages or "
-                f"{self.limits.client_queue_bytes} bytes",
-            )
-
-    def _deliver_direct(self, client: Client, channel: DirectChannel, message: JSONObject) -> None:
-        """:meth:`deliver` to a channel that queues without waiting: its queue is the client's."""
-        waiting, waiting_bytes = channel.waiting
-        try:
-            channel.send_nowait(message)
-        except trio.ClosedResourceError:
-            self.drop(client, "client-disconnected", "connection lost")
-            return
-        if client.idle is not None:
-            client.idle.touch()
-        client.notify_changed()
-        if waiting >= self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
             self.drop(
                 client,
                 "client-too-slow",

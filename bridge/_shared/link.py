@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from channels import JSONObject, Kind, MessageTooLarge, ProtocolError, kind
+from channels import JSONObject, MessageTooLarge, ProtocolError
 
 from .._child.process import ChildProcess, describe_exit
 from .._errors import CONNECTION_CLOSED, REPLY_TOO_LARGE, error_response
@@ -207,8 +207,7 @@ class ChildLink:
             await self.send(refusals)
 
     def _route(self, message: JSONObject, size: int) -> None:
-        message_kind = kind(message)
-        if message_kind is Kind.RESPONSE:
+        if "method" not in message:  # a response (kind(), inlined: one per reply)
             request_id = message["id"]
             if request_id == REPLAY_ID:
                 self._handshake.replay_answered(message)
@@ -216,7 +215,7 @@ class ChildLink:
             handshake = request_id is not None and request_id == self._handshake.wire_id
             if handshake:
                 self._handshake.answered(message)
-            lists_tools = bool(self._tool_scopes) and self._router.lists_tools(request_id)
+            lists_tools = bool(self._tool_scopes.rules) and self._router.lists_tools(request_id)
             routed = self._router.child_response(message)
             if routed is not None:
                 if lists_tools:
@@ -229,7 +228,7 @@ class ChildLink:
                 else:
                     self._strays.stray(where, request_id)
             return
-        if message_kind is Kind.REQUEST:
+        if "id" in message:  # a request
             in_flight = self._router.clients_in_flight()
             if len(in_flight) == 1:
                 target = in_flight[0]

@@ -204,8 +204,10 @@ class SharedChild:
         A 2026-07-28 HTTP request: its request is read and admitted as :meth:`serve` would, then
         ``respond`` writes its response (outside the client's scope: stopping the client ends
         the response instead, with what it was given), and a client that left is detached as one
-        that disconnected (its request is cancelled at the child). The caller owns ``channel``,
-        which must queue without waiting (:func:`direct_channel`), and closes it afterwards.
+        that disconnected (its request is cancelled at the child). ``respond`` is awaited exactly
+        once, come what may: if serving fails before it, ``channel`` is ended first (the response
+        then ends with what was queued on it). The caller owns ``channel``, which must queue
+        without waiting (:func:`direct_channel`), and closes it afterwards.
         """
         direct = direct_channel(channel)
         assert direct is not None, "an exchange queues without waiting"
@@ -214,6 +216,7 @@ class SharedChild:
         channel.send_timeout = self.limits.send_timeout
         self._clients.by_key[client.key] = client
         self._router.attach(client.key)
+        responded = False
         try:
             try:
                 request = await channel.receive()  # at once: the request it was made with
@@ -223,16 +226,25 @@ class SharedChild:
                 if self._admission.admits_at_once and self._link.takes_one_at_once:
                     # Admitted and queued for the child without a checkpoint: nothing there for
                     # stopping the client to cancel, so no scope is entered (trio's costs a
-                    # generator context manager).
-                    await self._reader.forward(client, [request])
+                    # generator context manager). The request is valid (the exchange was made
+                    # with it): ClientReader.forward's handling of bad input has nothing to do.
+                    routed = await self._admission.admit(client, request)
+                    if routed is not None:
+                        await self._link.send_checked((routed,))
                 else:
                     with client.scope:
                         await self._reader.forward(client, [request])
+            responded = True
             if not await respond():
                 self._clients.drop(client, "client-disconnected", "connection lost")
         finally:
-            del self._clients.by_key[client.key]
-            await self._detach(client)
+            try:
+                del self._clients.by_key[client.key]
+                await self._detach(client)
+            finally:
+                if not responded:  # serving failed: the response ends with what it was given
+                    direct.end()
+                    await respond()
         return client.ending or "client-closed"
 
     async def _serve_with_helpers(self, client: Client) -> None:

@@ -35,8 +35,8 @@ class ExchangeChannel(MessageChannel):
     Args:
         request: the request, validated.
         peer: who sent it.
-        status_of: the HTTP status for a reply sent as the whole response (a 2026-07-28 error
-            reply maps to 4xx).
+        status_of: the HTTP status for an error reply sent as the whole response (a 2026-07-28
+            error reply maps to 4xx); a result's is 200.
         on_reply: called with the request and its reply, before the reply is queued (the
             listener learns tool header annotations from ``tools/list`` results this way).
     """
@@ -56,7 +56,10 @@ class ExchangeChannel(MessageChannel):
         self._on_reply = on_reply
         self.backlog = Backlog()
         self.stream = ResponseStream("0", finals=1, backlog=self.backlog)
-        self._over = trio.Event()  # replied, or the client left
+        self._over = False  # replied, or the client left
+        # Made by a receive() that waits for that, and only then: served in the POST's own task,
+        # the request is received once and nothing waits here (SharedChild.serve_exchange).
+        self._over_event: trio.Event | None = None
         self.one_request = True
         self.client_left = False
         self.closed = False
@@ -69,7 +72,12 @@ class ExchangeChannel(MessageChannel):
         """The client closed the response before the reply (the HTTP side calls this)."""
         if not self.stream.ended:
             self.client_left = True
-        self._over.set()
+        self._set_over()
+
+    def _set_over(self) -> None:
+        self._over = True
+        if self._over_event is not None:
+            self._over_event.set()
 
     async def receive(self) -> JSONObject:
         if self.closed:
@@ -80,7 +88,12 @@ class ExchangeChannel(MessageChannel):
             # request, and yields at its next receive (which waits for the reply).
             await trio.lowlevel.checkpoint_if_cancelled()
             return request
-        await self._over.wait()
+        if self._over:
+            await trio.lowlevel.checkpoint()
+        else:
+            if self._over_event is None:
+                self._over_event = trio.Event()
+            await self._over_event.wait()
         if self.client_left:
             raise trio.BrokenResourceError("the client closed the response stream")
         raise trio.EndOfChannel
@@ -93,7 +106,7 @@ class ExchangeChannel(MessageChannel):
             raise trio.ClosedResourceError("the exchange is closed")
         await self.backlog.make_room(self.send_timeout)
         for message in messages:
-            self._put(message)
+            self.send_nowait(message)
         await trio.lowlevel.checkpoint()
 
     @property
@@ -111,17 +124,16 @@ class ExchangeChannel(MessageChannel):
         """
         if self.closed:
             raise trio.ClosedResourceError("the exchange is closed")
-        self._put(message)
-
-    def _put(self, message: JSONObject) -> None:
         data = encode(message, newline=False)
         self.bytes_sent += len(data)
         final = "method" not in message and message.get("id") == self._request_id
         if final:
             if self._on_reply is not None and self._request_id is not None:
                 self._on_reply(self._original, message)
-            self.stream.put(data, final=True, status=self._status_of(message))
-            self._over.set()
+            # A reply is a result or an error, never both (validated): a result's status is 200.
+            status = 200 if "result" in message else self._status_of(message)
+            self.stream.put(data, final=True, status=status)
+            self._set_over()
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none
 
@@ -132,7 +144,7 @@ class ExchangeChannel(MessageChannel):
         """
         self.closed = True
         self.stream.end()
-        self._over.set()
+        self._set_over()
 
     async def aclose(self) -> None:
         self.end()

@@ -62,9 +62,9 @@ class ModernPosts:
     async def serve(self, call: HttpCall, message: JSONObject) -> None:
         """Serve ``call``, a POST whose one message ``message`` is of the 2026-07-28 era."""
         headers = call.request.headers
-        refusal = check_modern_request(message, headers) or check_param_headers(
-            message, headers, self.tool_headers
-        )
+        refusal = check_modern_request(message, headers)
+        if refusal is None and self.tool_headers:  # only once a tools/list declared some
+            refusal = check_param_headers(message, headers, self.tool_headers)
         if refusal is not None:
             raise Refused(refusal)
         if message.get("method") in REMOVED_METHODS and "id" in message:
@@ -76,7 +76,9 @@ class ModernPosts:
             # response); it is accepted and, with no request to relate to, goes no further.
             await call.respond(202)
             return
-        exchange = ExchangeChannel(message, self._peer(call), _modern_status, self._learn)
+        # Only a tools/list reply teaches anything (_learn): no call per reply for the others.
+        learn = self._learn if message["method"] == "tools/list" else None
+        exchange = ExchangeChannel(message, self._peer(call), _modern_status, learn)
         style = self._styles.get(call.cors)
         if style is None:  # once per set of CORS headers: a client sends from one Origin
             style = StreamStyle(

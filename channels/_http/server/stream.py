@@ -101,18 +101,22 @@ class Backlog:
     """
 
     unwritten: int = 0
-    _room: trio.Event = attrs.field(factory=trio.Event)
+    # Made by a sender that waits for room, and only then: most backlogs (one per 2026-07-28
+    # request) never have one waiting.
+    _room: trio.Event | None = None
 
     def add(self, size: int) -> None:
         self.unwritten += size
 
     def remove(self, size: int) -> None:
         self.unwritten = max(0, self.unwritten - size)
-        self._room.set()
+        if self._room is not None:
+            self._room.set()
 
     def progressed(self) -> None:
         """The client took part of a response: progress, though no message is written whole yet."""
-        self._room.set()
+        if self._room is not None:
+            self._room.set()
 
     async def make_room(self, timeout: float | None) -> None:
         """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
@@ -130,8 +134,8 @@ class Backlog:
         limit = float("inf") if timeout is None else timeout
         while self.unwritten > BACKLOG_LIMIT:
             with trio.move_on_after(limit) as waited:
-                self._room = trio.Event()
-                await self._room.wait()
+                room = self._room = trio.Event()
+                await room.wait()
             if waited.cancelled_caught:
                 raise SendTimeout(f"the client read nothing for {timeout:g}s")
 
@@ -163,7 +167,9 @@ class ResponseStream:
         self.nudged = False  # wake a waiter without anything to write (its deadline passed)
         self.abandoned = False  # the response writing it ended early; see abandon()
         self.attached = False  # an HTTP response is writing this stream now
-        self._changed = trio.Event()  # a new one only once this one was set (see wait())
+        # Made by wait(), and a new one only once this one was set: a stream whose answer comes
+        # before anyone waits for it (a 2026-07-28 request answered at once) never has one.
+        self._changed: trio.Event | None = None
         self._writer: trio.CancelScope | None = None  # the attached response's, to take it over
         self._detached: trio.Event | None = None  # made by take_over(), set by detach()
         self.deadline = float("inf")  # while a response waits for its first message (a waiter)
@@ -233,9 +239,10 @@ class ResponseStream:
             return
         self._queue.append((self._next_seq, data, final, status))
         self._next_seq += 1
-        self.queued_bytes += len(data)
+        size = len(data)
+        self.queued_bytes += size
         if self.backlog is not None:
-            self.backlog.add(len(data))
+            self.backlog.unwritten += size  # Backlog.add(), inlined: one per message
         if self.abandoned:
             self.abandon()
         if final:
@@ -244,12 +251,14 @@ class ResponseStream:
                 self.ended = True
                 if self.answer_now is not None and len(self._queue) == 1:
                     self.answer_now(self)  # the one answer of a response waiting for it: written now
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def end(self) -> None:
         """No more messages will come (the session or channel ended)."""
         self.ended = True
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def abandon(self) -> None:
         """The response writing this stream ended before it did (the client left).
@@ -360,15 +369,17 @@ class ResponseStream:
     async def wait(self) -> None:
         """Return when there is something to write, the stream ended, or :meth:`nudge` was called."""
         while not self._queue and not self.ended and not self.nudged:
-            if self._changed.is_set():
-                self._changed = trio.Event()
-            await self._changed.wait()
+            changed = self._changed
+            if changed is None or changed.is_set():
+                changed = self._changed = trio.Event()
+            await changed.wait()
         self.nudged = False
 
     def nudge(self) -> None:
         """Wake :meth:`wait` even though nothing came."""
         self.nudged = True
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def expire(self) -> None:
         """A ticker's waiter: :attr:`deadline` passed while a response waited (see :meth:`nudge`)."""

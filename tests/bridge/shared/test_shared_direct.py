@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Any, cast
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
+from bridge._child.process import ChildSpec
 from bridge._limits import Limits
 from bridge._shared.clients import Client, Clients, direct_channel
+from bridge._shared.mux import SharedChild
 from bridge._shared.router import Router
 from channels import JSONObject, PeerInfo
 
@@ -126,3 +129,40 @@ async def test_a_shared_client_stopped_before_anything_entered_its_scope_is_canc
         with client.scope:
             await trio.sleep_forever()
     assert client.scope.cancelled_caught
+
+
+@attrs.define
+class _FailingExchange:
+    """A 2026-07-28 request's channel whose receive fails unexpectedly (a bug's stand-in)."""
+
+    peer: PeerInfo = attrs.field(factory=lambda: PeerInfo("memory", "exchange"))
+    send_timeout: float | None = None
+    ended: bool = False
+    responded_after_end: list[bool] = attrs.field(factory=list)
+
+    @property
+    def waiting(self) -> tuple[int, int]:
+        return 0, 0
+
+    def send_nowait(self, message: JSONObject) -> None:
+        raise AssertionError("nothing is routed to it")
+
+    def end(self) -> None:
+        self.ended = True
+
+    async def receive(self) -> JSONObject:
+        raise RuntimeError("receive failed")
+
+    async def respond(self) -> bool:
+        self.responded_after_end.append(self.ended)
+        return True
+
+
+async def test_an_exchange_whose_serving_fails_is_still_responded_to_once_after_its_channel_ended() -> None:
+    shared = SharedChild(ChildSpec(argv=["true"]), Limits(), trio.Event())
+    channel = _FailingExchange()
+    with trio.fail_after(5):
+        with pytest.raises(RuntimeError, match="receive failed"):
+            await shared.serve_exchange(cast(Any, channel), channel.respond)
+    assert channel.responded_after_end == [True]  # once, and the response ends with what it had
+    assert shared.clients == 0
