@@ -209,11 +209,25 @@ class TcpListener(MessageListener):
 
 
 async def open_tcp_listeners(address: object, host: str, port: int) -> list[trio.SocketListener]:
-    """``trio.open_tcp_listeners`` with errors as :class:`ListenError`."""
+    """``trio.open_tcp_listeners`` with errors as :class:`ListenError`.
+
+    An IP address goes to ``getaddrinfo`` as bytes: the standard library encodes a ``str`` host
+    with the ``idna`` codec, which an address does not need, and that codec's module and its
+    ``stringprep`` tables (0.1 MiB) would stay in the daemon for its whole life.
+    """
     try:
-        return await trio.open_tcp_listeners(port, host=host)
+        return await trio.open_tcp_listeners(port, host=_as_bytes_if_ip(host))
     except OSError as exc:
         raise ListenError(f"{address}: {exc.strerror or exc}") from exc
+
+
+def _as_bytes_if_ip(host: str) -> str | bytes:
+    """``host`` as ASCII bytes if it is an IP address (the same for getaddrinfo), else unchanged."""
+    try:
+        ipaddress.ip_address(host)
+        return host.encode("ascii")
+    except (ValueError, UnicodeEncodeError):  # a name: trio and the codec encode it (IDNA)
+        return host
 
 
 async def open_tcp_stream(address: object, host: str, port: int, timeout: float) -> trio.SocketStream:
