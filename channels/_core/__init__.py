@@ -8,7 +8,8 @@ TLS contexts and the TLS socket stream (``tlscontext``, ``tlsstream``), bearer t
 OAuth settings and principals (``oauth``), the HTTP request guard (``guard``) and what hosts
 sharing one socket among several servers route by (``mounts``). Only the WebSocket and HTTP rooms
 mount servers: ``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and
-``guard``, so that a process serving Unix sockets or TCP does not hold them.
+``guard``, so that a process serving Unix sockets or TCP does not hold them; so are
+``OAuthSettings`` and ``Principal`` (``oauth``), which only WebSocket and HTTP listeners use.
 
 Import rule: modules here import only each other, the standard library and third-party packages.
 The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
@@ -80,10 +81,6 @@ from .listener import (
 from .lock import (
     HandoffLock,
 )
-from .oauth import (
-    OAuthSettings,
-    Principal,
-)
 from .options import (
     AccessDenied,
     ConnectError,
@@ -108,9 +105,10 @@ from .unwrap import (
 
 if TYPE_CHECKING:
     from .mounts import MountAddress
+    from .oauth import OAuthSettings, Principal
 
 # Public names imported on first use, and the module of each.
-DEFERRED = {"MountAddress": "mounts"}
+DEFERRED = {"MountAddress": "mounts", "OAuthSettings": "oauth", "Principal": "oauth"}
 
 __all__ = [
     "AUTHENTICATE_METHOD",

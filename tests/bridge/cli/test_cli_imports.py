@@ -175,6 +175,8 @@ UNUSED_WHEN_SERVING_UNIX = (
     "channels._sockets.stdio",
     "channels._sockets.activation",
     "channels._sockets.endpoint",
+    # OAuth's settings and principals: only WebSocket and HTTP listeners take tokens of it.
+    "channels._core.oauth",
 )
 
 
