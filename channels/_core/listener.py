@@ -28,7 +28,7 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
-from typing import Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import attrs
 import trio
@@ -36,10 +36,12 @@ import trio
 from .auth import UNAUTHORIZED, TokenSet, token_of_message
 from .channel import ExchangeHandler, MessageChannel, PeerInfo
 from .errors import ProtocolError
+from .fdio import TLS_STREAMS, TlsStream
 from .options import ListenOptions
 from .stream import StreamChannel
-from .tlscontext import ServerTls
-from .tlsstream import TLS_STREAMS, TlsStream
+
+if TYPE_CHECKING:
+    from .tlscontext import ServerTls  # TLS listeners load it; Unix and TCP ones have no use for it
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).
@@ -199,14 +201,9 @@ def certificate_subject(certificate: dict[str, Any] | None) -> str | None:
     if not certificate:
         return None
     names = {
-        "commonName": "CN",
-        "organizationName": "O",
-        "organizationalUnitName": "OU",
-        "countryName": "C",
-        "localityName": "L",
-        "stateOrProvinceName": "ST",
-        "emailAddress": "emailAddress",
-    }
+        "commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+        "localityName": "L", "stateOrProvinceName": "ST", "emailAddress": "emailAddress",
+    }  # fmt: skip
     return ",".join(
         f"{names.get(key, key)}={value}" for rdn in certificate.get("subject", ()) for key, value in rdn
     )

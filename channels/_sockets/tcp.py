@@ -13,7 +13,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Self, final
+from typing import TYPE_CHECKING, Self, final
 
 import attrs
 import trio
@@ -31,8 +31,9 @@ from .._core.options import (
     TcpKeepalive,
 )
 from .._core.stream import StreamChannel
-from .._core.tlscontext import ServerTls
-from .._core.tlsstream import TlsSocketStream
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # loads with tls: (channels._sockets.tls) and the web rooms
 
 logger = logging.getLogger("channels.tcp")
 
@@ -154,6 +155,8 @@ async def accept_tcp(
             peer = PeerInfo(transport, format_host_port(host, port))
             if tls is None:
                 return stream, peer
+            from .._core.tlsstream import TlsSocketStream  # TLS listeners only: plain TCP never loads it
+
             return TlsSocketStream(stream, tls.context, https_compatible=https_compatible), peer
         except OSError as exc:
             # The peer reset the connection before it was accepted (ENOTCONN), or before OpenSSL
