@@ -177,6 +177,9 @@ UNUSED_WHEN_SERVING_UNIX = (
     "channels._sockets.endpoint",
     # OAuth's settings and principals: only WebSocket and HTTP listeners take tokens of it.
     "channels._core.oauth",
+    # TLS contexts and the TLS listener's stream.
+    "channels._core.tlscontext",
+    "channels._core.tlsstream",
 )
 
 
