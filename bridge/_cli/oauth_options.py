@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels import Address, CredentialError, ListenError
-from channels._core.auth import read_private_lines  # the token files' rule, for the client file
+from channels import Address, ListenError
 
 from .._errors import ConfigError
 
@@ -218,6 +217,9 @@ def read_client_file(path: str, where: str) -> tuple[str, str]:
     Raises:
         ConfigError: unreadable, readable by others, or not two lines; never showing the secret.
     """
+    from channels import CredentialError
+    from channels._core.auth import read_private_lines  # the token files' rule, for the client file
+
     try:
         lines = [line for _, line in read_private_lines(path, where)]
     except CredentialError as exc:

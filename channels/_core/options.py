@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .auth import TokenSet
 from .stream import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
+    from .auth import TokenSet  # given only with tokens, by whoever loaded them (loads on first use)
     from .oauth import OAuthSettings  # given only with OAuth, by whoever built it (loads on first use)
 
 # Unix socket files are created owner-only unless the operator widens them (docs/design.md §5.7).

@@ -19,7 +19,6 @@ import attrs
 import trio
 
 from .._core.address import Address, AddressError, register_address_kind
-from .._core.auth import authenticate_message
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
 from .._core.options import (
@@ -255,6 +254,8 @@ async def stream_channel(
     channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes, peer=peer)
     try:
         if options.token is not None:
+            from .._core.auth import authenticate_message  # only a client with a token needs it
+
             try:
                 await channel.send(authenticate_message(options.token))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:

@@ -180,6 +180,8 @@ UNUSED_WHEN_SERVING_UNIX = (
     # TLS contexts and the TLS listener's stream.
     "channels._core.tlscontext",
     "channels._core.tlsstream",
+    # Bearer tokens: none are given here.
+    "channels._core.auth",
 )
 
 
