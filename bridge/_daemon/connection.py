@@ -38,7 +38,7 @@ from .statistics import Counters, evicted
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
+    from .._child.pool import ChildPool, Lease  # loads with a warm pool only (--prespawn)
     from .._relay.tap import Tap  # loads with --tap only
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
@@ -117,7 +117,8 @@ class Connections:
                         served = self.tap.channel(client) if self.tap is not None else client
                         if self.request_metrics is not None:
                             served = self.request_metrics.channel(served)
-                        ending = await self._serve_client(served)
+                        with self.usage.using():
+                            ending = await self._serve_counted(served)
                     finally:
                         release()
                     await client.aclose_with(close_reason(ending), ending)
@@ -200,12 +201,8 @@ class Connections:
         )
         await client.aclose_with(close_reason("too-many-connections"), "too many connections")
 
-    async def _serve_client(self, client: MessageChannel) -> str:
-        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
-        with self.usage.using():
-            return await self._serve_counted(client)
-
     async def _serve_counted(self, client: MessageChannel) -> str:
+        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
         try:
             shared = await self.ensure_started()
             if shared is not None and self.config.child_mode == "auto":
@@ -235,29 +232,23 @@ class Connections:
             logger.exception("%s: internal error; connection closed", client.peer)
             return "internal-error"
 
-    @asynccontextmanager
-    async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
-        """A child for one connection: a prespawned one if the pool has it ready, else a new one.
-
-        Either way it is stopped in MCP order when the block ends.
-        """
-        pool = self.pool()
-        lease = pool.take() if pool is not None else None
-        if lease is None:
-            async with open_child(self.config.child, self.config.limits, self.stderr_reader) as child:
-                yield child, ""
-            return
-        try:
-            yield lease.child, " (prespawned)"
-        finally:
-            await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
-            lease.release()
-
     async def _relay(self, client: MessageChannel) -> str:
+        """Relay ``client`` to a child: a prespawned one if the pool has it ready, else a new one.
+
+        Either way the child is stopped in MCP order when the relay ends. A new child's block is
+        ``open_child``'s own, not one wrapped around it: one generator less held per connection.
+        """
         counters = self.counters
         started: ChildProcess | None = None
+        pool = self.pool()
+        lease = pool.take() if pool is not None else None
+        origin = "" if lease is None else " (prespawned)"
         try:
-            async with self._child_for_connection() as (child, origin):
+            async with (
+                open_child(self.config.child, self.config.limits, self.stderr_reader)
+                if lease is None
+                else _leased(lease)
+            ) as child:
                 started = child
                 counters.children.add(child)
                 if self.stop_now.is_set():
@@ -281,6 +272,16 @@ class Connections:
                 counters.children.discard(started)
                 counters.garbage_of_stopped_children += started.garbage_lines
         return ending.reason
+
+
+@asynccontextmanager
+async def _leased(lease: Lease) -> AsyncIterator[ChildProcess]:
+    """A prespawned child for one connection's block; stopped, and its pool slot released, after it."""
+    try:
+        yield lease.child
+    finally:
+        await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
+        lease.release()
 
 
 async def peek_first_messages(client: MessageChannel) -> tuple[MessageChannel, bool] | None:
