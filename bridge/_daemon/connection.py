@@ -18,7 +18,6 @@ import attrs
 import trio
 
 from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, receive_batch
-from channels._core.virtual import VirtualIncoming  # a 2026-07-28 exchange served by handle()
 
 from .._child.process import ChildProcess, open_child
 from .._child.stderr import StderrReader
@@ -29,7 +28,6 @@ from .._errors import (
     close_reason,
     error_response,
 )
-from .._relay.peeked import PeekedChannel
 from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
 from .._relay.writers import BATCH
@@ -157,6 +155,9 @@ class Connections:
             or counters.connections >= self.config.limits.max_connections
             or self.stopping.is_set()
         ):
+            # Only an HTTP listener serves such exchanges: others never load this.
+            from channels._core.virtual import VirtualIncoming
+
             async with trio.open_nursery() as beside:
                 beside.start_soon(self.handle, VirtualIncoming(channel))
                 await respond()
@@ -303,6 +304,8 @@ async def peek_first_messages(client: MessageChannel) -> tuple[MessageChannel, b
     legacy = isinstance(first, dict) and first.get("method") == "initialize"
     if legacy:
         logger.info("%s: opens with initialize: a legacy client, given its own child", client.peer)
+    from .._relay.peeked import PeekedChannel  # auto mode with a shared child only
+
     return PeekedChannel(client, items), legacy
 
 

@@ -182,6 +182,9 @@ UNUSED_WHEN_SERVING_UNIX = (
     "channels._core.tlsstream",
     # Bearer tokens: none are given here.
     "channels._core.auth",
+    # The auto mode's peek at a client's first messages, and HTTP's 2026-07-28 exchanges.
+    "bridge._relay.peeked",
+    "channels._core.virtual",
 )
 
 
