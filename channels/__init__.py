@@ -45,12 +45,25 @@ globals().update({name: getattr(_sockets, name) for name in _SOCKETS_AT_ONCE})
 
 if TYPE_CHECKING:
     from ._core import *  # noqa: F403
+
+    # _core's and _sockets' deferred names, spelled out: a star import of names that module itself
+    # imports only for type checkers is not followed by the API reference's reader (griffe).
+    from ._core.auth import (  # noqa: F401
+        AUTHENTICATE_METHOD,
+        UNAUTHORIZED,
+        CredentialError,
+        TokenSet,
+        authenticate_message,
+        client_token_from_env,
+        client_token_from_file,
+        tokens_from_credential,
+        tokens_from_env,
+        tokens_from_file,
+    )
+    from ._core.oauth import OAuthSettings, Principal  # noqa: F401
     from ._http import *  # noqa: F403
     from ._oauth import *  # noqa: F403
     from ._sockets import *  # noqa: F403
-
-    # _sockets' deferred names, spelled out: a star import of names that module itself imports
-    # only for type checkers is not followed by the API reference's reader (griffe).
     from ._sockets.activation import FdAddress, take_activated_sockets  # noqa: F401
     from ._sockets.endpoint import resolve_audience  # noqa: F401
     from ._sockets.stdio import StdioAddress, open_stdio_stream  # noqa: F401

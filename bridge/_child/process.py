@@ -357,6 +357,7 @@ async def open_child(
     assert isinstance(process.stderr, trio.lowlevel.FdStream)  # a pipe, on Linux
     stderr_fd = process.stderr.fileno()
     logger.debug("[%s pid %d] started: %s", spec.name, process.pid, " ".join(argv))
+    del env, argv  # this frame lives as long as the child: it keeps nothing the block does not use
     body_error: BaseException | None = None
     try:
         if stderr_reader is not None:

@@ -13,11 +13,12 @@ import json
 import pwd
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
-
-from channels import CredentialError, TokenSet, tokens_from_credential, tokens_from_env, tokens_from_file
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from channels import TokenSet
 
 
 def load_tokens(
@@ -28,6 +29,11 @@ def load_tokens(
     Raises:
         ConfigError: a source cannot be used (the message names it, never a token).
     """
+    if not (files or variables or credentials):
+        return None
+    # Here, not at the top: a daemon without tokens has no use for channels._core.auth.
+    from channels import CredentialError, tokens_from_credential, tokens_from_env, tokens_from_file
+
     loaders = (
         [partial(tokens_from_file, path) for path in files]
         + [partial(tokens_from_env, name) for name in variables]

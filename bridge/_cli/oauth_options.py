@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels import Address, CredentialError, ListenError, OAuthSettings
-from channels._core.auth import read_private_lines  # the token files' rule, for the client file
+from channels import Address, ListenError
 
 from .._errors import ConfigError
 
 if TYPE_CHECKING:
+    from channels import OAuthSettings  # loads on first use: only when OAuth is configured
+
     from .schema import ListenerEntry, SharedListenerEntry
 
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), printable ASCII but space, " and \.
@@ -145,6 +146,8 @@ def build_oauth(
             f"{name('oauth_client_file')} is for the introspection endpoint: add "
             f"{name('oauth_introspection')} URL, or remove it"
         )
+    from channels import OAuthSettings
+
     return OAuthSettings(
         issuers=tuple(issuers),
         audiences=tuple(audiences),
@@ -214,6 +217,9 @@ def read_client_file(path: str, where: str) -> tuple[str, str]:
     Raises:
         ConfigError: unreadable, readable by others, or not two lines; never showing the secret.
     """
+    from channels import CredentialError
+    from channels._core.auth import read_private_lines  # the token files' rule, for the client file
+
     try:
         lines = [line for _, line in read_private_lines(path, where)]
     except CredentialError as exc:

@@ -18,7 +18,6 @@ import attrs
 import trio
 
 from channels import CredentialsRefused, HandshakeError, Incoming, MessageChannel, receive_batch
-from channels._core.virtual import VirtualIncoming  # a 2026-07-28 exchange served by handle()
 
 from .._child.process import ChildProcess, open_child
 from .._child.stderr import StderrReader
@@ -29,7 +28,6 @@ from .._errors import (
     close_reason,
     error_response,
 )
-from .._relay.peeked import PeekedChannel
 from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
 from .._relay.writers import BATCH
@@ -38,7 +36,7 @@ from .statistics import Counters, evicted
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from .._child.pool import ChildPool  # loads with a warm pool only (--prespawn)
+    from .._child.pool import ChildPool, Lease  # loads with a warm pool only (--prespawn)
     from .._relay.tap import Tap  # loads with --tap only
     from .._shared.mux import SharedChild  # loads with the shared child only (services.py)
 
@@ -117,7 +115,8 @@ class Connections:
                         served = self.tap.channel(client) if self.tap is not None else client
                         if self.request_metrics is not None:
                             served = self.request_metrics.channel(served)
-                        ending = await self._serve_client(served)
+                        with self.usage.using():
+                            ending = await self._serve_counted(served)
                     finally:
                         release()
                     await client.aclose_with(close_reason(ending), ending)
@@ -156,6 +155,9 @@ class Connections:
             or counters.connections >= self.config.limits.max_connections
             or self.stopping.is_set()
         ):
+            # Only an HTTP listener serves such exchanges: others never load this.
+            from channels._core.virtual import VirtualIncoming
+
             async with trio.open_nursery() as beside:
                 beside.start_soon(self.handle, VirtualIncoming(channel))
                 await respond()
@@ -196,12 +198,8 @@ class Connections:
         )
         await client.aclose_with(close_reason("too-many-connections"), "too many connections")
 
-    async def _serve_client(self, client: MessageChannel) -> str:
-        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
-        with self.usage.using():
-            return await self._serve_counted(client)
-
     async def _serve_counted(self, client: MessageChannel) -> str:
+        """Serve one established connection; return why it ended (a ``data.reason`` tag)."""
         try:
             shared = await self.ensure_started()
             if shared is not None and self.config.child_mode == "auto":
@@ -231,29 +229,23 @@ class Connections:
             logger.exception("%s: internal error; connection closed", client.peer)
             return "internal-error"
 
-    @asynccontextmanager
-    async def _child_for_connection(self) -> AsyncIterator[tuple[ChildProcess, str]]:
-        """A child for one connection: a prespawned one if the pool has it ready, else a new one.
-
-        Either way it is stopped in MCP order when the block ends.
-        """
-        pool = self.pool()
-        lease = pool.take() if pool is not None else None
-        if lease is None:
-            async with open_child(self.config.child, self.config.limits, self.stderr_reader) as child:
-                yield child, ""
-            return
-        try:
-            yield lease.child, " (prespawned)"
-        finally:
-            await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
-            lease.release()
-
     async def _relay(self, client: MessageChannel) -> str:
+        """Relay ``client`` to a child: a prespawned one if the pool has it ready, else a new one.
+
+        Either way the child is stopped in MCP order when the relay ends. A new child's block is
+        ``open_child``'s own, not one wrapped around it: one generator less held per connection.
+        """
         counters = self.counters
         started: ChildProcess | None = None
+        pool = self.pool()
+        lease = pool.take() if pool is not None else None
+        origin = "" if lease is None else " (prespawned)"
         try:
-            async with self._child_for_connection() as (child, origin):
+            async with (
+                open_child(self.config.child, self.config.limits, self.stderr_reader)
+                if lease is None
+                else _leased(lease)
+            ) as child:
                 started = child
                 counters.children.add(child)
                 if self.stop_now.is_set():
@@ -279,6 +271,16 @@ class Connections:
         return ending.reason
 
 
+@asynccontextmanager
+async def _leased(lease: Lease) -> AsyncIterator[ChildProcess]:
+    """A prespawned child for one connection's block; stopped, and its pool slot released, after it."""
+    try:
+        yield lease.child
+    finally:
+        await lease.child.stop()  # shielded and bounded; the pool's slot then moves on
+        lease.release()
+
+
 async def peek_first_messages(client: MessageChannel) -> tuple[MessageChannel, bool] | None:
     """Auto mode with a modern server: tell a legacy client from a modern one.
 
@@ -298,6 +300,8 @@ async def peek_first_messages(client: MessageChannel) -> tuple[MessageChannel, b
     legacy = isinstance(first, dict) and first.get("method") == "initialize"
     if legacy:
         logger.info("%s: opens with initialize: a legacy client, given its own child", client.peer)
+    from .._relay.peeked import PeekedChannel  # auto mode with a shared child only
+
     return PeekedChannel(client, items), legacy
 
 

@@ -8,7 +8,9 @@ TLS contexts and the TLS socket stream (``tlscontext``, ``tlsstream``), bearer t
 OAuth settings and principals (``oauth``), the HTTP request guard (``guard``) and what hosts
 sharing one socket among several servers route by (``mounts``). Only the WebSocket and HTTP rooms
 mount servers: ``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and
-``guard``, so that a process serving Unix sockets or TCP does not hold them.
+``guard``, so that a process serving Unix sockets or TCP does not hold them; so are
+``OAuthSettings`` and ``Principal`` (``oauth``), which only WebSocket and HTTP listeners use, and
+bearer tokens (``auth``), which only listeners and clients given some use.
 
 Import rule: modules here import only each other, the standard library and third-party packages.
 The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
@@ -23,18 +25,6 @@ from .address import (
     address_schemes,
     parse_address,
     register_address_kind,
-)
-from .auth import (
-    AUTHENTICATE_METHOD,
-    UNAUTHORIZED,
-    CredentialError,
-    TokenSet,
-    authenticate_message,
-    client_token_from_env,
-    client_token_from_file,
-    tokens_from_credential,
-    tokens_from_env,
-    tokens_from_file,
 )
 from .channel import (
     CloseReason,
@@ -80,10 +70,6 @@ from .listener import (
 from .lock import (
     HandoffLock,
 )
-from .oauth import (
-    OAuthSettings,
-    Principal,
-)
 from .options import (
     AccessDenied,
     ConnectError,
@@ -107,10 +93,42 @@ from .unwrap import (
 )
 
 if TYPE_CHECKING:
+    from .auth import (
+        AUTHENTICATE_METHOD,
+        UNAUTHORIZED,
+        CredentialError,
+        TokenSet,
+        authenticate_message,
+        client_token_from_env,
+        client_token_from_file,
+        tokens_from_credential,
+        tokens_from_env,
+        tokens_from_file,
+    )
     from .mounts import MountAddress
+    from .oauth import OAuthSettings, Principal
 
 # Public names imported on first use, and the module of each.
-DEFERRED = {"MountAddress": "mounts"}
+DEFERRED = {
+    "MountAddress": "mounts",
+    "OAuthSettings": "oauth",
+    "Principal": "oauth",
+    **dict.fromkeys(
+        [
+            "AUTHENTICATE_METHOD",
+            "UNAUTHORIZED",
+            "CredentialError",
+            "TokenSet",
+            "authenticate_message",
+            "client_token_from_env",
+            "client_token_from_file",
+            "tokens_from_credential",
+            "tokens_from_env",
+            "tokens_from_file",
+        ],
+        "auth",
+    ),
+}
 
 __all__ = [
     "AUTHENTICATE_METHOD",

@@ -6,14 +6,16 @@ import enum
 from abc import abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import trio
 
 from .errors import ProtocolError
 from .jsonrpc import JSONObject
-from .oauth import Principal
+
+if TYPE_CHECKING:
+    from .oauth import Principal  # only WebSocket and HTTP peers have one (it loads with them)
 
 _Raw = TypeVar("_Raw")
 

@@ -28,18 +28,20 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
-from typing import Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import attrs
 import trio
 
-from .auth import UNAUTHORIZED, TokenSet, token_of_message
 from .channel import ExchangeHandler, MessageChannel, PeerInfo
 from .errors import ProtocolError
+from .fdio import TLS_STREAMS, TlsStream
 from .options import ListenOptions
 from .stream import StreamChannel
-from .tlscontext import ServerTls
-from .tlsstream import TLS_STREAMS, TlsStream
+
+if TYPE_CHECKING:
+    from .auth import TokenSet  # loads where tokens are given (channels._core.__init__)
+    from .tlscontext import ServerTls  # TLS listeners load it; Unix and TCP ones have no use for it
 
 # How long the refusal of a failed authentication may take to reach the peer before the
 # connection is cut anyway (a peer that does not read must not hold the task).
@@ -199,14 +201,9 @@ def certificate_subject(certificate: dict[str, Any] | None) -> str | None:
     if not certificate:
         return None
     names = {
-        "commonName": "CN",
-        "organizationName": "O",
-        "organizationalUnitName": "OU",
-        "countryName": "C",
-        "localityName": "L",
-        "stateOrProvinceName": "ST",
-        "emailAddress": "emailAddress",
-    }
+        "commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+        "localityName": "L", "stateOrProvinceName": "ST", "emailAddress": "emailAddress",
+    }  # fmt: skip
     return ",".join(
         f"{names.get(key, key)}={value}" for rdn in certificate.get("subject", ()) for key, value in rdn
     )
@@ -229,15 +226,11 @@ async def tls_handshake(stream: TlsStream, peer: PeerInfo) -> PeerInfo:
 
 def unauthorized(request_id: object, detail: str) -> dict[str, Any]:
     """The JSON-RPC error a newline channel gets when it does not authenticate."""
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": UNAUTHORIZED,
-            "message": "Unauthorized",
-            "data": {"reason": "unauthorized", "detail": detail},
-        },
-    }
+    from .auth import UNAUTHORIZED  # loaded: only a listener with tokens gets here
+
+    data = {"reason": "unauthorized", "detail": detail}
+    error = {"code": UNAUTHORIZED, "message": "Unauthorized", "data": data}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -> str:
@@ -257,6 +250,8 @@ async def authenticate_first_message(channel: StreamChannel, tokens: TokenSet) -
         raise HandshakeError("connection ended before it authenticated") from exc
     else:
         problem = ""
+    from .auth import token_of_message  # loaded: whoever gave the tokens imported it
+
     token = token_of_message(first)
     label = tokens.match(token)
     if label is not None:

@@ -9,13 +9,15 @@ concern it. Every default is named here, with its reason. :class:`ListenError` a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .auth import TokenSet
-from .oauth import OAuthSettings
 from .stream import DEFAULT_MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from .auth import TokenSet  # given only with tokens, by whoever loaded them (loads on first use)
+    from .oauth import OAuthSettings  # given only with OAuth, by whoever built it (loads on first use)
 
 # Unix socket files are created owner-only unless the operator widens them (docs/design.md §5.7).
 DEFAULT_SOCKET_MODE = 0o600

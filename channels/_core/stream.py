@@ -19,6 +19,8 @@ from .errors import MessageTooLarge, ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
     RECEIVE_SIZE,
+    TLS_STREAMS,
+    SocketTls,
     receive_fd_getter,
     receive_some,
     send_all_progressing,
@@ -27,7 +29,6 @@ from .fdio import (
 )
 from .framing import LineFramer, Oversized
 from .jsonrpc import JSONObject, decode_line, encode_lines, sniff_leading_id
-from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
@@ -105,13 +106,13 @@ class StreamChannel(MessageChannel):
         # What writes without waiting: OpenSSL's socket for a TLS listener's stream, else the fd.
         self._send_now: Callable[[bytes], int] = (
             stream.send_nowait
-            if isinstance(stream, TlsSocketStream)
+            if isinstance(stream, SocketTls)
             else partial(write_now, send_fd_getter(stream))
         )
         # OpenSSL keeps part of a record it could not write at once and must be given the same
         # buffer again, so a TLS write tried without waiting must fit one progress piece: the
         # rest of a larger one goes out in pieces (_send_rest), never after a partial attempt.
-        self._nowait_limit = PROGRESS_PIECE if isinstance(stream, TlsSocketStream) else None
+        self._nowait_limit = PROGRESS_PIECE if isinstance(stream, SocketTls) else None
         self._receive_fd = receive_fd_getter(stream)
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
@@ -373,7 +374,7 @@ class StreamChannel(MessageChannel):
                 ``trio.SSLStream``).
             trio.ClosedResourceError, trio.BrokenResourceError: as the stream's ``send_eof``.
         """
-        if not isinstance(self._stream, trio.abc.HalfCloseableStream | TlsSocketStream):
+        if not isinstance(self._stream, trio.abc.HalfCloseableStream | SocketTls):
             raise NotImplementedError(f"{type(self._stream).__name__} cannot half-close")
         await self._stream.send_eof()
 

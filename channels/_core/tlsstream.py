@@ -25,13 +25,15 @@ from typing import Any, TypeVar, final
 
 import trio
 
-from .fdio import RECEIVE_SIZE, discard_unread
+from .fdio import RECEIVE_SIZE, SocketTls, discard_unread
+from .fdio import TLS_STREAMS as TLS_STREAMS  # declared with SocketTls, named here as before
+from .fdio import TlsStream as TlsStream
 
 T = TypeVar("T")
 
 
 @final
-class TlsSocketStream(trio.abc.Stream):
+class TlsSocketStream(SocketTls):
     """A server-side TLS connection over a connected TCP socket.
 
     Args:
@@ -315,9 +317,3 @@ def _failure(exc: BaseException) -> trio.ClosedResourceError | trio.BrokenResour
         return trio.ClosedResourceError("stream was closed")
     reason = getattr(exc, "reason", None) or str(exc)
     return trio.BrokenResourceError(f"TLS connection failed: {reason}")
-
-
-TLS_STREAMS = (trio.SSLStream, TlsSocketStream)
-"""The stream types that carry TLS (for ``isinstance``): a client's, and a listener's."""
-
-TlsStream = trio.SSLStream[Any] | TlsSocketStream

@@ -13,13 +13,12 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Self, final
+from typing import TYPE_CHECKING, Self, final
 
 import attrs
 import trio
 
 from .._core.address import Address, AddressError, register_address_kind
-from .._core.auth import authenticate_message
 from .._core.channel import MessageChannel, PeerInfo
 from .._core.listener import Incoming, MessageListener, StreamIncoming
 from .._core.options import (
@@ -31,8 +30,9 @@ from .._core.options import (
     TcpKeepalive,
 )
 from .._core.stream import StreamChannel
-from .._core.tlscontext import ServerTls
-from .._core.tlsstream import TlsSocketStream
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # loads with tls: (channels._sockets.tls) and the web rooms
 
 logger = logging.getLogger("channels.tcp")
 
@@ -154,6 +154,8 @@ async def accept_tcp(
             peer = PeerInfo(transport, format_host_port(host, port))
             if tls is None:
                 return stream, peer
+            from .._core.tlsstream import TlsSocketStream  # TLS listeners only: plain TCP never loads it
+
             return TlsSocketStream(stream, tls.context, https_compatible=https_compatible), peer
         except OSError as exc:
             # The peer reset the connection before it was accepted (ENOTCONN), or before OpenSSL
@@ -209,11 +211,25 @@ class TcpListener(MessageListener):
 
 
 async def open_tcp_listeners(address: object, host: str, port: int) -> list[trio.SocketListener]:
-    """``trio.open_tcp_listeners`` with errors as :class:`ListenError`."""
+    """``trio.open_tcp_listeners`` with errors as :class:`ListenError`.
+
+    An IP address goes to ``getaddrinfo`` as bytes: the standard library encodes a ``str`` host
+    with the ``idna`` codec, which an address does not need, and that codec's module and its
+    ``stringprep`` tables (0.1 MiB) would stay in the daemon for its whole life.
+    """
     try:
-        return await trio.open_tcp_listeners(port, host=host)
+        return await trio.open_tcp_listeners(port, host=_as_bytes_if_ip(host))
     except OSError as exc:
         raise ListenError(f"{address}: {exc.strerror or exc}") from exc
+
+
+def _as_bytes_if_ip(host: str) -> str | bytes:
+    """``host`` as ASCII bytes if it is an IP address (the same for getaddrinfo), else unchanged."""
+    try:
+        ipaddress.ip_address(host)
+        return host.encode("ascii")
+    except (ValueError, UnicodeEncodeError):  # a name: trio and the codec encode it (IDNA)
+        return host
 
 
 async def open_tcp_stream(address: object, host: str, port: int, timeout: float) -> trio.SocketStream:
@@ -238,6 +254,8 @@ async def stream_channel(
     channel = StreamChannel(stream, max_message_bytes=options.max_message_bytes, peer=peer)
     try:
         if options.token is not None:
+            from .._core.auth import authenticate_message  # only a client with a token needs it
+
             try:
                 await channel.send(authenticate_message(options.token))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:

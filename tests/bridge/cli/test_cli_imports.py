@@ -175,6 +175,16 @@ UNUSED_WHEN_SERVING_UNIX = (
     "channels._sockets.stdio",
     "channels._sockets.activation",
     "channels._sockets.endpoint",
+    # OAuth's settings and principals: only WebSocket and HTTP listeners take tokens of it.
+    "channels._core.oauth",
+    # TLS contexts and the TLS listener's stream.
+    "channels._core.tlscontext",
+    "channels._core.tlsstream",
+    # Bearer tokens: none are given here.
+    "channels._core.auth",
+    # The auto mode's peek at a client's first messages, and HTTP's 2026-07-28 exchanges.
+    "bridge._relay.peeked",
+    "channels._core.virtual",
 )
 
 

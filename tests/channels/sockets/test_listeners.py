@@ -6,9 +6,11 @@ remove what is not a socket, replace only a stale socket, remove on close only w
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,7 +29,7 @@ from channels import (
     parse_address,
 )
 
-from conftest import channel_pair
+from conftest import REPO, channel_pair
 
 TIMEOUT = 10
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -316,3 +318,39 @@ def test_well_formed_addresses_parse_and_print_back(text: str, expected: object)
 
 def test_a_relative_unix_path_is_taken_from_the_working_directory() -> None:
     assert parse_address("unix:mcp.sock") == UnixAddress(os.path.abspath("mcp.sock"))
+
+
+# A TCP listener on an IP address, then one on a name, in a fresh interpreter (this one has long
+# loaded the idna codec): whether the codec's module was loaded after each, and both addresses.
+IDNA_SCRIPT = """
+import json, sys
+import trio
+import channels
+
+async def main():
+    for address in ("tcp:127.0.0.1:0", "tcp:localhost:0"):
+        listeners = await channels.parse_address(address).listen(channels.ListenOptions())
+        print(json.dumps(["encodings.idna" in sys.modules, [listener.address for listener in listeners]]))
+        for listener in listeners:
+            await listener.aclose()
+
+trio.run(main)
+"""
+
+
+async def test_a_tcp_listener_on_an_ip_address_loads_no_idna_codec_and_one_on_a_name_still_resolves() -> None:
+    with trio.fail_after(30):  # one interpreter start-up, on a loaded CI machine
+        result = await trio.run_process(
+            [sys.executable, "-c", IDNA_SCRIPT],
+            cwd=REPO,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    (ip_loaded, ip_addresses), (_, name_addresses) = (
+        json.loads(line) for line in result.stdout.decode().splitlines()
+    )
+    assert not ip_loaded
+    assert ip_addresses[0].startswith("tcp:127.0.0.1:")
+    assert name_addresses
