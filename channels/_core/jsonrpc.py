@@ -119,7 +119,7 @@ def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
         if canonical:
             validate(message)
             return message, line
-        return _decode_strict(line), None
+        return decode_strict(line), None
     message, canonical = _decode(line)
     return message, line if canonical else None
 
@@ -131,7 +131,7 @@ def _decode(line: bytes | str) -> tuple[JSONObject, bool]:
         if message is not None:
             validate(message)
             return message, True
-    return _decode_strict(line), False
+    return decode_strict(line), False
 
 
 def _parse_canonical(line: bytes | str) -> JSONObject | None:
@@ -158,8 +158,11 @@ def _parse_canonical(line: bytes | str) -> JSONObject | None:
     return message if written == line else None
 
 
-def _decode_strict(line: bytes | str) -> JSONObject:
-    """:func:`decode` by the standard library alone: every refusal and its error come from here."""
+def decode_strict(line: bytes | str) -> JSONObject:
+    """:func:`decode` by the standard library alone: every refusal and its error come from here.
+
+    For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`).
+    """
     if isinstance(line, str):
         text = line
     else:
