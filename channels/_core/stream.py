@@ -26,8 +26,8 @@ from .fdio import (
     write_now,
 )
 from .framing import LineFramer, Oversized
-from .jsonrpc import JSONObject, encode_lines
-from .lines import take_lines
+from .jsonrpc import JSONObject, decode_line, encode_lines
+from .lines import LOG_EXCERPT_BYTES, take_lines
 from .tlsstream import TLS_STREAMS, TlsSocketStream
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
@@ -252,8 +252,22 @@ class StreamChannel(MessageChannel):
         return item
 
     def _take_lines(self, max_count: int) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
-        """``take_decoded`` of up to ``max_count`` buffered lines, in one pass (:func:`take_lines`)."""
-        items, lines, last = take_lines(self._pending, max_count, self._framer.max_line_bytes)
+        """``take_decoded`` of up to ``max_count`` buffered lines, in one pass (:func:`take_lines`).
+
+        One line alone (a call at a time) is decoded here, as :func:`take_lines` would, without
+        the calls a batch pays once.
+        """
+        pending = self._pending
+        if len(pending) == 1 and type(pending[0]) is bytes and max_count:
+            line: bytes = pending.popleft()  # type: ignore[assignment]  # bytes, as checked
+            self.last_message_bytes = len(line)
+            try:
+                message, kept = decode_line(line)
+            except ProtocolError as exc:
+                exc.excerpt = line[:LOG_EXCERPT_BYTES]
+                return [exc], [None]
+            return [message], [kept]
+        items, lines, last = take_lines(pending, max_count, self._framer.max_line_bytes)
         if last is not None:
             self.last_message_bytes = last
         return items, lines
