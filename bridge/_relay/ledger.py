@@ -53,6 +53,8 @@ class Ledger:
     child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
     tool_lists: dict[Any, int] = attrs.field(init=False, factory=dict)
     _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
+    # Whether _idle is set: read once per request (opened), where Event.is_set would be a call.
+    _idle_set: bool = attrs.field(init=False, default=True)
     # The fields below serve the request timeout only, and exist only with one: every connection
     # has a ledger, and an empty deque is 624 bytes, an Event about 300.
     # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
@@ -94,8 +96,9 @@ class Ledger:
                     key for key, kept in tool_lists.items() if not self.in_flight.is_open(key, kept)
                 ]:
                     del tool_lists[stale]
-        if self._idle.is_set():
+        if self._idle_set:
             self._idle = trio.Event()
+            self._idle_set = False
         if self.request_timeout is not None:
             self._deadlines.append((trio.current_time() + self.request_timeout, request_id, token))
             if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
@@ -128,6 +131,7 @@ class Ledger:
         """Wake :meth:`wait_idle` if no request is in flight any more."""
         if not len(self.in_flight):
             self._idle.set()
+            self._idle_set = True
 
     async def wait_idle(self) -> None:
         """Return once no request is in flight."""

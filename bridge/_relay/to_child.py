@@ -100,6 +100,8 @@ class ToChild:
             unread.extend(items)
             # An item leaves ``unread`` only once handled: a task cancelled while answering it
             # (the connection ended) leaves it to be answered by the relay.
+            # Read once per batch and again after each wait: only another task sets it.
+            stopping = self.stopping.is_set()
             index = -1
             while unread:
                 index += 1
@@ -110,14 +112,16 @@ class ToChild:
                     unread.popleft()
                     if not go_on:
                         return
+                    stopping = self.stopping.is_set()
                     continue
                 consecutive_errors = 0
-                verdict = self._admit(item)
+                verdict = self._admit(item, stopping)
                 if verdict is True:
                     forward.append(item)
                     forward_lines.append(lines[index])
                 elif verdict is not False:
                     await self._reply(verdict)
+                    stopping = self.stopping.is_set()
                 unread.popleft()
             if forward and not await self._send_to_child(forward, forward_lines):
                 await self._child_input_closed()
@@ -154,8 +158,11 @@ class ToChild:
             return False
         return True
 
-    def _admit(self, message: JSONObject) -> JSONObject | bool:
+    def _admit(self, message: JSONObject, stopping: bool) -> JSONObject | bool:
         """Book-keep one valid client message: forward it (True), drop it (False), or answer it.
+
+        ``stopping``: whether :attr:`stopping` is set (read by the caller, once per batch and
+        after each wait).
 
         Returns the reply that answers it here instead of forwarding it, if any. Synchronous, so
         that the usual message costs no coroutine: only a refusal is written, by the caller.
@@ -177,7 +184,7 @@ class ToChild:
                     self._check_idle()
             return True
         request_id = message["id"]
-        if self.stopping.is_set():
+        if stopping:
             return error_response(
                 request_id,
                 CONNECTION_CLOSED,

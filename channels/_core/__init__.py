@@ -13,7 +13,7 @@ mount servers: ``MountAddress`` is imported on first use (PEP 562), and with it 
 bearer tokens (``auth``), which only listeners and clients given some use.
 
 Import rule: modules here import only each other, the standard library and third-party packages.
-The sans-IO ones (``errors``, ``jsonrpc``, ``framing``, ``auth``, ``oauth``, ``guard``) import
+The sans-IO ones (``errors``, ``jsonrpc``, ``lines``, ``framing``, ``auth``, ``oauth``, ``guard``) import
 no trio.
 """
 

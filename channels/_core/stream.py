@@ -15,7 +15,7 @@ from typing import final
 import trio
 
 from .channel import MessageChannel, PeerInfo
-from .errors import MessageTooLarge, ProtocolError, SendTimeout
+from .errors import ProtocolError, SendTimeout
 from .fdio import (
     PROGRESS_PIECE,
     RECEIVE_SIZE,
@@ -28,7 +28,8 @@ from .fdio import (
     write_now,
 )
 from .framing import LineFramer, Oversized
-from .jsonrpc import JSONObject, decode_line, encode_lines, sniff_leading_id
+from .jsonrpc import JSONObject, decode_line, encode_lines
+from .lines import LOG_EXCERPT_BYTES, take_lines
 
 # The default for max_message_bytes: a client message on any transport may be up to 4 MiB
 # (python-sdk's DEFAULT_MAX_REQUEST_BODY_SIZE for HTTP; its stdio transport has no limit at all).
@@ -37,9 +38,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 # How long TLS's closing handshake (close_notify) may wait for a peer that does not read.
 CLOSE_TIMEOUT = 2.0
-
-# How much of a rejected line is kept on its ProtocolError for logs.
-LOG_EXCERPT_BYTES = 200
 
 
 @final
@@ -247,15 +245,6 @@ class StreamChannel(MessageChannel):
             return  # receive_nowait would raise: the next receive says why
         items += self._take_lines(max_count - len(items))[0]
 
-    def _too_large(self, item: Oversized) -> MessageTooLarge:
-        limit = self._framer.max_line_bytes
-        return MessageTooLarge(
-            f"message larger than {limit} bytes",
-            limit=limit,
-            prefix=item.prefix,
-            request_id=sniff_leading_id(item.prefix),
-        )
-
     def _decode(self) -> JSONObject:
         """The next buffered line's message (one is buffered); raises its error as :meth:`receive`."""
         item = self._take_lines(1)[0][0]
@@ -264,28 +253,24 @@ class StreamChannel(MessageChannel):
         return item
 
     def _take_lines(self, max_count: int) -> tuple[list[JSONObject | ProtocolError], list[bytes | None]]:
-        """``take_decoded`` of the buffered lines, with no call per line but ``decode_line`` (hot path).
+        """``take_decoded`` of up to ``max_count`` buffered lines, in one pass (:func:`take_lines`).
 
-        A bad line's error keeps its start for the log.
+        One line alone (a call at a time) is decoded here, as :func:`take_lines` would, without
+        the calls a batch pays once.
         """
         pending = self._pending
-        items: list[JSONObject | ProtocolError] = []
-        lines: list[bytes | None] = []
-        for _ in range(min(len(pending), max_count)):
-            item = pending.popleft()
-            if isinstance(item, Oversized):
-                items.append(self._too_large(item))
-                lines.append(None)
-                continue
-            self.last_message_bytes = len(item)
-            message: JSONObject | ProtocolError
+        if len(pending) == 1 and type(pending[0]) is bytes and max_count:
+            line: bytes = pending.popleft()  # type: ignore[assignment]  # bytes, as checked
+            self.last_message_bytes = len(line)
             try:
-                message, line = decode_line(item)
+                message, kept = decode_line(line)
             except ProtocolError as exc:
-                exc.excerpt = item[:LOG_EXCERPT_BYTES]
-                message, line = exc, None
-            items.append(message)
-            lines.append(line)
+                exc.excerpt = line[:LOG_EXCERPT_BYTES]
+                return [exc], [None]
+            return [message], [kept]
+        items, lines, last = take_lines(pending, max_count, self._framer.max_line_bytes)
+        if last is not None:
+            self.last_message_bytes = last
         return items, lines
 
     async def send(self, value: JSONObject) -> None:

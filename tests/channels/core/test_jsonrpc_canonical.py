@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from channels import ProtocolError, decode
-from channels._core.jsonrpc import _decode_strict, _parse_canonical
+from channels._core.jsonrpc import _parse_canonical, decode_strict
 
 
 def outcome(parse: Any, line: bytes | str) -> tuple[Any, ...]:
@@ -110,9 +110,9 @@ def test_the_canonical_lines_of_compact_encoders_take_the_orjson_parse() -> None
 
 @pytest.mark.parametrize("line", LINES, ids=lambda line: repr(line[:50]))
 def test_decode_gives_what_the_strict_parser_gives_for_each_tricky_line(line: bytes) -> None:
-    assert outcome(decode, line) == outcome(_decode_strict, line)
+    assert outcome(decode, line) == outcome(decode_strict, line)
     text = line.decode("utf-8", "surrogateescape")
-    assert outcome(decode, text) == outcome(_decode_strict, text)
+    assert outcome(decode, text) == outcome(decode_strict, text)
 
 
 json_values = st.recursive(
@@ -137,9 +137,9 @@ def test_decode_gives_what_the_strict_parser_gives_for_any_message_however_writt
     message: dict[str, Any], how: str
 ) -> None:
     line = written(message, how)
-    assert outcome(decode, line) == outcome(_decode_strict, line)
+    assert outcome(decode, line) == outcome(decode_strict, line)
 
 
 @given(st.binary(max_size=64).map(lambda junk: b'{"jsonrpc":"2.0","id":1,"result":' + junk + b"}"))
 def test_decode_gives_what_the_strict_parser_gives_for_any_bytes_in_a_message(line: bytes) -> None:
-    assert outcome(decode, line) == outcome(_decode_strict, line)
+    assert outcome(decode, line) == outcome(decode_strict, line)

@@ -70,3 +70,21 @@ async def test_a_batch_keeps_each_bad_lines_start_for_the_log_and_the_size_of_th
         ]
         assert lines == [LINES[0], None, LINES[2], None, None, LINES[5]]
         assert channel.last_message_bytes == len(LINES[5])
+
+
+async def test_a_line_that_arrives_alone_is_decoded_and_kept_for_the_log_as_one_in_a_batch() -> None:
+    with trio.fail_after(5):
+        ours, theirs = trio.testing.memory_stream_pair()
+        channel = StreamChannel(ours, max_message_bytes=200)
+        received = []
+        for line in (LINES[0], b"not json", LINES[3]):
+            await theirs.send_all(line + b"\n")
+            items, lines = await channel.receive_batch_lines(64)
+            assert len(items) == len(lines) == 1 and channel.last_message_bytes == len(line)
+            item = items[0]
+            received.append((type(item).__name__, getattr(item, "excerpt", None), lines[0]))
+        assert received == [
+            ("dict", None, LINES[0]),
+            ("ParseError", b"not json", None),
+            ("InvalidMessage", LINES[3], None),
+        ]
