@@ -106,16 +106,8 @@ async def write_response(
     unprogressed = connection.on_progress
     if stream.backlog is not None:  # part of a message written is progress for its backlog
         connection.on_progress = stream.backlog.progressed
-    try:
-        return await _write(connection, stream, style, first_events)
-    finally:
-        stream.detach()
-        connection.on_progress = unprogressed
-
-
-async def _write(
-    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
-) -> bool:
+    # All in this one coroutine, not helpers awaited in turn: each coroutine of a request's await
+    # chain is passed through again at each resumption of its task.
     try:
         if style.json_allowed and not first_events:
             answered = await _answer_as_json(connection, stream, style)
@@ -133,6 +125,9 @@ async def _write(
     except trio.BrokenResourceError:
         stream.abandon()
         return False
+    finally:
+        stream.detach()
+        connection.on_progress = unprogressed
 
 
 async def _write_watched(

@@ -185,50 +185,48 @@ class HttpService:
     async def dispatch(
         self, connection: HttpConnection, request: Request, peer: PeerInfo, route: Route | None
     ) -> None:
-        """Answer ``request`` on ``route`` (``None``: the metadata document)."""
+        """Answer ``request`` on ``route`` (``None``: the metadata document).
+
+        One coroutine from here to the route's (no helper awaited in between): every resumption of
+        a request's task passes through each coroutine of its await chain.
+        """
         self._calls += 1
         try:
-            await self._dispatch(connection, request, peer, route)
+            if self.http.trust_proxy:
+                peer = forwarded_for(request.headers, peer)
+            cors = cors_for(request.header(b"origin"), self.http.cors_origins)
+            if request.method == "OPTIONS" and cors:
+                await connection.respond(204, [*cors, *preflight_headers(request)])
+                return
+            credential: Credential | HttpRefusal = request.credential
+            if isinstance(credential, Unverified) and self.oauth is not None and route is not None:
+                credential = await self.oauth.finish(peer, request)
+                if isinstance(credential, HttpRefusal):
+                    await refuse_on(connection, credential, cors)
+                    return
+            principal = credential if isinstance(credential, Principal) else None
+            label = principal.label if principal is not None else credential
+            assert label is None or isinstance(label, str)
+            handler, nursery = self.handler, self.nursery
+            try:
+                if route is None:
+                    await self._metadata(connection, request, cors)
+                elif self.stopping:
+                    raise refuse(503, -32000, "Service Unavailable: the server is stopping", "shutting-down")
+                elif handler is None or nursery is None:
+                    message = f"Service Unavailable: server {self.name} is not available"
+                    raise refuse(503, -32000, message, "not-available")
+                else:
+                    call = HttpCall(
+                        connection, request, peer, label, handler, nursery, cors, principal, self.exchanges
+                    )
+                    await route(call)
+            except Refused as exc:
+                await refuse_on(connection, exc.refusal, cors)
         finally:
             self._calls -= 1
             if self.stopping and self._calls == 0:
                 self._drained.set()
-
-    async def _dispatch(
-        self, connection: HttpConnection, request: Request, peer: PeerInfo, route: Route | None
-    ) -> None:
-        if self.http.trust_proxy:
-            peer = forwarded_for(request.headers, peer)
-        cors = cors_for(request.header(b"origin"), self.http.cors_origins)
-        if request.method == "OPTIONS" and cors:
-            await connection.respond(204, [*cors, *preflight_headers(request)])
-            return
-        credential: Credential | HttpRefusal = request.credential
-        if isinstance(credential, Unverified) and self.oauth is not None and route is not None:
-            credential = await self.oauth.finish(peer, request)
-            if isinstance(credential, HttpRefusal):
-                await refuse_on(connection, credential, cors)
-                return
-        principal = credential if isinstance(credential, Principal) else None
-        label = principal.label if principal is not None else credential
-        assert label is None or isinstance(label, str)
-        handler, nursery = self.handler, self.nursery
-        try:
-            if route is None:
-                await self._metadata(connection, request, cors)
-            elif self.stopping:
-                raise refuse(503, -32000, "Service Unavailable: the server is stopping", "shutting-down")
-            elif handler is None or nursery is None:
-                message = f"Service Unavailable: server {self.name} is not available"
-                raise refuse(503, -32000, message, "not-available")
-            else:
-                await route(
-                    HttpCall(
-                        connection, request, peer, label, handler, nursery, cors, principal, self.exchanges
-                    )
-                )
-        except Refused as exc:
-            await refuse_on(connection, exc.refusal, cors)
 
     def check_head(
         self, peer: PeerInfo, method: bytes, path: str, headers: Headers, *, open: bool
