@@ -120,7 +120,7 @@ class McpEndpoint:
 
     async def _post(self, call: HttpCall) -> None:
         request = call.request
-        verdict = self._post_headers.of(request.headers)
+        verdict = self._post_headers.of(request.headers, request.fields)
         parsed, line = (verdict.refusal, None) if verdict.refusal is not None else _parse_post(request.body)
         if isinstance(parsed, HttpRefusal):
             raise Refused(parsed)

@@ -197,7 +197,13 @@ class HttpFront:
                 self.release_slot(slot)
 
     def _check_head(
-        self, peer: PeerInfo, parsing: Parsing, method: bytes, target: bytes, headers: Headers
+        self,
+        peer: PeerInfo,
+        parsing: Parsing,
+        method: bytes,
+        target: bytes,
+        headers: Headers,
+        fields: dict[bytes, bytes],
     ) -> BadRequest | Credential:
         """The head check of the service its path names (a :data:`~.request.HeadCheck`).
 
@@ -210,10 +216,10 @@ class HttpFront:
             service = self.fallback
             assert service is not None
             parsing.max_body = self.limits.max_body
-            return service.check_head(peer, method, path, headers, open=self.strict)
+            return service.check_head(peer, method, path, headers, open=self.strict, fields=fields)
         service, route = found
         parsing.max_body = service.max_body
-        return service.check_head(peer, method, path, headers, open=route is None)
+        return service.check_head(peer, method, path, headers, open=route is None, fields=fields)
 
     async def _unrouted(self, connection: HttpConnection, target: str) -> None:
         """Refuse a request whose target no service registered (or a host does not route)."""
