@@ -24,6 +24,7 @@ import trio
 from ..._core.ticker import Ticker
 from ..sse import KEEPALIVE, encode_event
 from .conn import NOT_SENT, PART_SENT, HttpConnection
+from .connvalues import header_block
 from .stream import ResponseStream
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
@@ -63,6 +64,7 @@ class StreamStyle:
             one, a cancel scope bounds it.
         answer_now: an answer queued while the response waits for it as JSON is written by the
             task that queues it, at once (:class:`JsonAnswer`).
+        json_headers: a JSON answer's headers (the content type and ``extra_headers``), encoded.
     """
 
     extra_headers: Sequence[tuple[bytes, bytes]] = ()
@@ -74,6 +76,13 @@ class StreamStyle:
     event: str | None = None
     ticker: Ticker | None = None
     answer_now: bool = False
+    # A JSON answer's headers, encoded once for all the responses of this style.
+    json_headers: bytes = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: header_block((*JSON_HEADERS, *self.extra_headers)), takes_self=True
+        ),
+    )
 
 
 async def write_response(
@@ -188,11 +197,11 @@ async def _answer_as_json(
     if stream.unwritten == 1 and stream.ended:
         seq, data, final, status = stream.first_unwritten()
         if final:
-            await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
+            await connection.respond(status, style.json_headers, data)
             stream.written(seq, replayable=False)
             return True
     if not stream.unwritten and stream.ended:  # the channel closed without an answer (never expected)
-        await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
+        await connection.respond(503, style.json_headers, NO_ANSWER)
         return True
     return None
 
@@ -222,7 +231,7 @@ class JsonAnswer:
     def __call__(self, stream: ResponseStream) -> None:
         stream.answer_now = None  # once
         seq, data, _, status = stream.first_unwritten()
-        self.sent = self.connection.respond_now(status, [*JSON_HEADERS, *self.style.extra_headers], data)
+        self.sent = self.connection.respond_now(status, self.style.json_headers, data)
         self.seq = seq
 
 
