@@ -81,9 +81,13 @@ def single_fields(headers: Sequence[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
     return fields
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Request:
-    """One complete HTTP request.
+    """One complete HTTP request; nothing changes it once made.
+
+    Not an ``attrs.frozen`` class: a frozen ``__init__`` sets each field through
+    ``object.__setattr__``, a measurable part of a small request's cost (as for
+    :class:`~channels._http.server.call.HttpCall`).
 
     Attributes:
         method: ``"POST"``, ``"GET"``...
