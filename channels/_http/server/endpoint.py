@@ -150,8 +150,7 @@ class McpEndpoint:
                 400, -32600, "Invalid Request: batches were removed after 2025-03-26", "batch-not-allowed"
             )
         requests = [message for message in messages if "method" in message and "id" in message]
-        ids = [id_key(message["id"]) for message in requests]
-        if len(set(ids)) != len(ids):
+        if len(requests) > 1 and len({id_key(message["id"]) for message in requests}) != len(requests):
             raise refuse(
                 400, -32600, "Invalid Request: two requests of the batch share an id", "duplicate-id"
             )
