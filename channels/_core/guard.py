@@ -19,7 +19,7 @@ Used on the WebSocket upgrade request (and by the HTTP channel). The rules, in t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -130,7 +130,9 @@ class RequestGuard:
             tokens,
         )
 
-    def check(self, host: str | None, headers: Headers) -> Rejection | str | None:
+    def check(
+        self, host: str | None, headers: Headers, fields: Mapping[bytes, bytes] | None = None
+    ) -> Rejection | str | None:
         """Apply the checks; return a :class:`Rejection`, or the label of the client's token.
 
         The label is ``None`` if the listener needs no token.
@@ -139,6 +141,8 @@ class RequestGuard:
             host: the request's one ``Host`` value (HTTP parsers keep it apart and refuse a
                 request with none or several), or ``None`` if it had none.
             headers: the other headers.
+            fields: the value of each header of ``headers`` sent once, by name, if the caller
+                has it (``channels._http.server.request.single_fields``): looked up, not scanned.
         """
         if host is None:
             return Rejection(400, "bad-host", "Bad Request: exactly one Host header is required")
@@ -146,7 +150,11 @@ class RequestGuard:
             return Rejection(
                 403, "host-not-allowed", "Forbidden: Host not allowed (add it with --allow-host)"
             )
-        origins = header_values(headers, b"origin")
+        if fields is not None and len(fields) == len(headers):  # no header sent twice
+            origin = fields.get(b"origin")
+            origins = [origin] if origin is not None else []
+        else:
+            origins = header_values(headers, b"origin")
         if len(origins) > 1:
             return Rejection(403, "origin-not-allowed", "Forbidden: more than one Origin header")
         if origins and not self._origin_allowed(origins[0].decode("latin-1")):

@@ -38,9 +38,12 @@ def method_not_allowed(allow: bytes, detail: str = "") -> Refused:
     return Refused(HttpRefusal(405, -32000, message, "method-not-allowed", headers=((b"allow", allow),)))
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class HttpCall:
-    """One request being answered, with what a route needs to answer it.
+    """One request being answered, with what a route needs to answer it; nothing changes it once made.
+
+    Not an ``attrs.frozen`` class: a frozen ``__init__`` sets each field through
+    ``object.__setattr__``, a measurable part of a small request's cost.
 
     Attributes:
         connection: the client's connection; the request's response is its current one.

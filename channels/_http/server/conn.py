@@ -31,7 +31,7 @@ import trio
 
 from ..._core.fdio import RECEIVE_SIZE, send_all_progressing, send_fd_getter, write_now
 from ..._core.tlsstream import TlsSocketStream
-from .connvalues import STATUS_LINES, ConnectionLimits, status_line
+from .connvalues import ConnectionLimits, HeaderBlock, response_head
 from .request import (
     DISCARD_BYTES,
     MAX_HEAD_BYTES,
@@ -44,7 +44,6 @@ from .request import (
     unreadable_body,
 )
 
-SERVER_HEADER = b"server: mcp-bridge\r\n"
 # A body up to this size is sent in the same write as its head (one system call); a larger one
 # after it, rather than copied to join them (a socket buffer holds about this much at once).
 LARGE_BODY = 64 * 1024
@@ -204,26 +203,20 @@ class HttpConnection:
         self.bytes_received += len(data)
         return bytes(data)
 
-    def _head(self, status: int, headers: Headers, tail: bytes) -> bytes:
-        parts = [STATUS_LINES.get(status) or status_line(status), SERVER_HEADER]
-        parts.extend(name + b": " + value + b"\r\n" for name, value in headers)
-        parts.append(tail)
-        return b"".join(parts)
-
     def _closes(self) -> bool:
         return self._peer_closed or self.closing or not self._keep_alive
 
-    def _response_head(self, status: int, headers: Headers, body: bytes) -> bytes:
+    def _response_head(self, status: int, headers: HeaderBlock, body: bytes) -> bytes:
         length = b"" if status in (204, 304) else b"content-length: %d\r\n" % len(body)  # RFC 9110 §8.6
         if self._closes():
             self._keep_alive = False
             tail = length + b"connection: close\r\n\r\n"
         else:
             tail = length + b"\r\n"
-        return self._head(status, headers, tail)
+        return response_head(status, headers, tail)
 
-    async def respond(self, status: int, headers: Headers, body: bytes = b"") -> None:
-        """Send a complete response with ``Content-Length``.
+    async def respond(self, status: int, headers: HeaderBlock, body: bytes = b"") -> None:
+        """Send a complete response with ``Content-Length``; ``headers`` may be encoded already.
 
         Raises:
             trio.BrokenResourceError: the client is gone or did not read in time.
@@ -238,7 +231,7 @@ class HttpConnection:
             await self._send(body)
         self._responding = False
 
-    def respond_now(self, status: int, headers: Headers, body: bytes) -> int:
+    def respond_now(self, status: int, headers: HeaderBlock, body: bytes) -> int:
         """Send a small whole response without waiting, from any task; how much of it went.
 
         :data:`NOT_SENT`, :data:`SENT`, or :data:`PART_SENT` (the rest is :meth:`finish_response`'s).
@@ -288,7 +281,7 @@ class HttpConnection:
             tail = b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
         else:
             tail = b"transfer-encoding: chunked\r\n\r\n"
-        await self._send(self._head(status, headers, tail) + self._chunk(first))
+        await self._send(response_head(status, headers, tail) + self._chunk(first))
 
     async def send_body(self, data: bytes, *, last: bool = False) -> None:
         """Send the next piece of a streamed body; with ``last``, end the response in the same write.

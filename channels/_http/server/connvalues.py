@@ -1,7 +1,8 @@
-"""What an HTTP connection is given and writes as is: its limits (:class:`ConnectionLimits`), status lines."""
+"""What an HTTP connection is given and writes as is: its limits (:class:`ConnectionLimits`), heads."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from http import HTTPStatus
 
 import attrs
@@ -46,3 +47,26 @@ def status_line(status: int) -> bytes:
 
 
 STATUS_LINES = {status.value: status_line(status.value) for status in HTTPStatus}
+
+
+SERVER_HEADER = b"server: mcp-bridge\r\n"
+
+HeaderBlock = Sequence[tuple[bytes, bytes]] | bytes
+"""A response's headers: name and value pairs, or already encoded (:func:`header_block`)."""
+
+
+def header_block(headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """``headers`` as a response head carries them, each ``name: value`` and CRLF.
+
+    Made once for headers sent with many responses (a response style's), rather than for each.
+    """
+    return b"".join([name + b": " + value + b"\r\n" for name, value in headers])
+
+
+def response_head(status: int, headers: HeaderBlock, tail: bytes) -> bytes:
+    """A response's head: its status line, the server header, ``headers``, then ``tail``.
+
+    ``tail``: the framing headers and the blank line that ends the head.
+    """
+    block = headers if isinstance(headers, bytes) else header_block(headers)
+    return (STATUS_LINES.get(status) or status_line(status)) + SERVER_HEADER + block + tail

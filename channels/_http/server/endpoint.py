@@ -16,7 +16,7 @@ A POST is classified first (:func:`~channels._mcp.admission.era_of`):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -87,16 +87,23 @@ class McpEndpoint:
         self.modern = ModernPosts(http, ticker)
         self._post_headers = PostHeaderVerdicts()
 
-    async def handle(self, call: HttpCall) -> None:
+    def handle(self, call: HttpCall) -> Awaitable[None]:
+        """The route: the method's coroutine, returned to be awaited by the caller.
+
+        Not a coroutine itself, so that no frame of its own sits in the request's await chain
+        (each is passed through again at each resumption of the request's task).
+
+        Raises:
+            Refused: 405 for another method.
+        """
         method = call.request.method
         if method == "POST":
-            await self._post(call)
-        elif method == "GET":
-            await self._get(call)
-        elif method == "DELETE":
-            await self._delete(call)
-        else:
-            raise method_not_allowed(call.allow(b"GET, POST, DELETE"))
+            return self._post(call)
+        if method == "GET":
+            return self._get(call)
+        if method == "DELETE":
+            return self._delete(call)
+        raise method_not_allowed(call.allow(b"GET, POST, DELETE"))
 
     async def reap_idle_sessions(self) -> None:
         """End sessions idle for longer than the idle timeout; runs until cancelled."""
@@ -113,7 +120,7 @@ class McpEndpoint:
 
     async def _post(self, call: HttpCall) -> None:
         request = call.request
-        verdict = self._post_headers.of(request.headers)
+        verdict = self._post_headers.of(request.headers, request.fields)
         parsed, line = (verdict.refusal, None) if verdict.refusal is not None else _parse_post(request.body)
         if isinstance(parsed, HttpRefusal):
             raise Refused(parsed)
@@ -143,8 +150,7 @@ class McpEndpoint:
                 400, -32600, "Invalid Request: batches were removed after 2025-03-26", "batch-not-allowed"
             )
         requests = [message for message in messages if "method" in message and "id" in message]
-        ids = [id_key(message["id"]) for message in requests]
-        if len(set(ids)) != len(ids):
+        if len(requests) > 1 and len({id_key(message["id"]) for message in requests}) != len(requests):
             raise refuse(
                 400, -32600, "Invalid Request: two requests of the batch share an id", "duplicate-id"
             )

@@ -32,7 +32,7 @@ from ..._mcp.admission import HttpRefusal
 from .conn import HttpConnection
 from .connvalues import ConnectionLimits
 from .proxying import Headers
-from .request import BadRequest, Credential, Parsing, Request
+from .request import BadRequest, Credential, Parsing
 from .routing import MAX_TARGET_BYTES, not_found, unsafe_target
 from .service import HttpService, Route, refuse_on
 
@@ -170,7 +170,13 @@ class HttpFront:
                         return  # it came just as its deadline passed: not served, the connection closes
                     first = False
                     connection.closing = self.stopping
-                    await self._dispatch(connection, request, peer)
+                    # Routed here, not by a helper: each coroutine of a request's await chain is
+                    # passed through again at each of its task's resumptions.
+                    found = self.routes.get(request.path) if len(request.target) <= self.max_target else None
+                    if found is not None:
+                        await found[0].dispatch(connection, request, peer, found[1])
+                    else:
+                        await self._unrouted(connection, request.target)
                     del request  # a large body is not kept while the connection waits for the next
                     if not connection.reusable:
                         return
@@ -191,7 +197,13 @@ class HttpFront:
                 self.release_slot(slot)
 
     def _check_head(
-        self, peer: PeerInfo, parsing: Parsing, method: bytes, target: bytes, headers: Headers
+        self,
+        peer: PeerInfo,
+        parsing: Parsing,
+        method: bytes,
+        target: bytes,
+        headers: Headers,
+        fields: dict[bytes, bytes],
     ) -> BadRequest | Credential:
         """The head check of the service its path names (a :data:`~.request.HeadCheck`).
 
@@ -204,17 +216,14 @@ class HttpFront:
             service = self.fallback
             assert service is not None
             parsing.max_body = self.limits.max_body
-            return service.check_head(peer, method, path, headers, open=self.strict)
+            return service.check_head(peer, method, path, headers, open=self.strict, fields=fields)
         service, route = found
         parsing.max_body = service.max_body
-        return service.check_head(peer, method, path, headers, open=route is None)
+        return service.check_head(peer, method, path, headers, open=route is None, fields=fields)
 
-    async def _dispatch(self, connection: HttpConnection, request: Request, peer: PeerInfo) -> None:
-        target = request.target
-        found = self.routes.get(request.path) if len(target) <= self.max_target else None
-        if found is not None:
-            await found[0].dispatch(connection, request, peer, found[1])
-        elif self.strict:
+    async def _unrouted(self, connection: HttpConnection, target: str) -> None:
+        """Refuse a request whose target no service registered (or a host does not route)."""
+        if self.strict:
             await refuse_on(connection, unsafe_target(target) or not_found())
         else:
             assert self.fallback is not None

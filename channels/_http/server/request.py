@@ -63,9 +63,31 @@ Credential = str | Principal | Unverified | None
 principal, a token still to verify, or ``None`` when the listener asks for nothing."""
 
 
-@attrs.frozen
+def single_fields(headers: Sequence[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """The value of each header sent exactly once, by (lower-case) name.
+
+    What a request's readers look a header up in, rather than each scanning every header:
+    ``dict()`` makes it in one call, and a name sent more than once (rare) is then taken out, so
+    that ``get`` answers as :meth:`Request.header` does. It has as many entries as ``headers``
+    exactly when no name is repeated.
+    """
+    fields = dict(headers)
+    if len(fields) != len(headers):
+        seen: set[bytes] = set()
+        for name, _ in headers:
+            if name in seen:
+                fields.pop(name, None)
+            seen.add(name)
+    return fields
+
+
+@attrs.define(eq=False)
 class Request:
-    """One complete HTTP request.
+    """One complete HTTP request; nothing changes it once made.
+
+    Not an ``attrs.frozen`` class: a frozen ``__init__`` sets each field through
+    ``object.__setattr__``, a measurable part of a small request's cost (as for
+    :class:`~channels._http.server.call.HttpCall`).
 
     Attributes:
         method: ``"POST"``, ``"GET"``...
@@ -74,6 +96,7 @@ class Request:
         body: the whole body.
         http_version: ``"1.1"`` or ``"1.0"``.
         credential: what the head check accepted (see :data:`Credential`).
+        fields: :func:`single_fields` of ``headers`` (made from them if not given).
     """
 
     method: str
@@ -82,6 +105,11 @@ class Request:
     body: bytes
     http_version: str = "1.1"
     credential: Credential = None
+    fields: dict[bytes, bytes] = attrs.field(
+        default=attrs.Factory(lambda self: single_fields(self.headers), takes_self=True),
+        eq=False,
+        repr=False,
+    )
 
     @property
     def path(self) -> str:
@@ -95,8 +123,7 @@ class Request:
 
     def header(self, name: bytes) -> bytes | None:
         """The value of header ``name`` (lower-case) if it appears exactly once, else ``None``."""
-        values = [value for key, value in self.headers if key == name]
-        return values[0] if len(values) == 1 else None
+        return self.fields.get(name)
 
 
 class BadRequest(Exception):
@@ -157,10 +184,10 @@ def unreadable_body(error: BadRequest) -> tuple[list[tuple[bytes, bytes]], bytes
     return refusal.response_headers(), refusal.body()
 
 
-HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]]], "BadRequest | Credential"]
-"""Called with a request's method, target and headers as soon as its head is in, before its body
-is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to refuse it (Host, Origin,
-token), or its :data:`Credential`."""
+HeadCheck = Callable[[bytes, bytes, list[tuple[bytes, bytes]], dict[bytes, bytes]], "BadRequest | Credential"]
+"""Called with a request's method, target, headers and :func:`single_fields` as soon as its head
+is in, before its body is read or ``100 Continue`` is sent: returns a :class:`BadRequest` to
+refuse it (Host, Origin, token), or its :data:`Credential`."""
 
 
 class Parsing:
@@ -190,6 +217,7 @@ class Parsing:
         self.deferred: BadRequest | None = None  # a parse error behind complete requests
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._fields: dict[bytes, bytes] = {}  # single_fields(self._headers), once the head is in
         # One growing buffer, not a list of the reads: a large body then lives in one mapping that
         # is returned to the system when freed, instead of a heap of 64 KiB pieces that fragments.
         self._body = bytearray()
@@ -249,18 +277,27 @@ class Parsing:
 
     def on_headers_complete(self) -> None:
         self.head_done = True
+        headers = self._headers
+        fields = self._fields = single_fields(headers)
         if self.check_head is not None:
-            outcome = self.check_head(self.parser.get_method(), self._url, self._headers)
+            outcome = self.check_head(self.parser.get_method(), self._url, headers, fields)
             if isinstance(outcome, BadRequest):
                 self.error = outcome
                 return
             self.credential = outcome
         declared = None
-        for name, value in self._headers:
-            if name == b"content-length" and value.isdigit():
-                declared = int(value)
-            elif name == b"expect" and value.lower() == b"100-continue":
+        if len(fields) == len(headers):  # no name repeated: looked up, not scanned
+            length, expect = fields.get(b"content-length"), fields.get(b"expect")
+            if length is not None and length.isdigit():
+                declared = int(length)
+            if expect is not None and expect.lower() == b"100-continue":
                 self.expects_continue = True
+        else:
+            for name, value in headers:
+                if name == b"content-length" and value.isdigit():
+                    declared = int(value)
+                elif name == b"expect" and value.lower() == b"100-continue":
+                    self.expects_continue = True
         if declared is not None and declared > self.max_body:
             if self.expects_continue:  # the client waits before sending it: refused unsent
                 self.error = body_too_large(self.max_body, b"")
@@ -300,6 +337,7 @@ class Parsing:
             bytes(self._body),
             parser.get_http_version(),
             self.credential,
+            self._fields,
         )
         self._body = bytearray()  # not kept until the next request begins
         self.done.append((request, parser.should_keep_alive()))

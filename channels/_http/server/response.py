@@ -24,6 +24,7 @@ import trio
 from ..._core.ticker import Ticker
 from ..sse import KEEPALIVE, encode_event
 from .conn import NOT_SENT, PART_SENT, HttpConnection
+from .connvalues import header_block
 from .stream import ResponseStream
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
@@ -63,6 +64,7 @@ class StreamStyle:
             one, a cancel scope bounds it.
         answer_now: an answer queued while the response waits for it as JSON is written by the
             task that queues it, at once (:class:`JsonAnswer`).
+        json_headers: a JSON answer's headers (the content type and ``extra_headers``), encoded.
     """
 
     extra_headers: Sequence[tuple[bytes, bytes]] = ()
@@ -74,6 +76,13 @@ class StreamStyle:
     event: str | None = None
     ticker: Ticker | None = None
     answer_now: bool = False
+    # A JSON answer's headers, encoded once for all the responses of this style.
+    json_headers: bytes = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: header_block((*JSON_HEADERS, *self.extra_headers)), takes_self=True
+        ),
+    )
 
 
 async def write_response(
@@ -106,16 +115,8 @@ async def write_response(
     unprogressed = connection.on_progress
     if stream.backlog is not None:  # part of a message written is progress for its backlog
         connection.on_progress = stream.backlog.progressed
-    try:
-        return await _write(connection, stream, style, first_events)
-    finally:
-        stream.detach()
-        connection.on_progress = unprogressed
-
-
-async def _write(
-    connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
-) -> bool:
+    # All in this one coroutine, not helpers awaited in turn: each coroutine of a request's await
+    # chain is passed through again at each resumption of its task.
     try:
         if style.json_allowed and not first_events:
             answered = await _answer_as_json(connection, stream, style)
@@ -133,6 +134,9 @@ async def _write(
     except trio.BrokenResourceError:
         stream.abandon()
         return False
+    finally:
+        stream.detach()
+        connection.on_progress = unprogressed
 
 
 async def _write_watched(
@@ -193,11 +197,11 @@ async def _answer_as_json(
     if stream.unwritten == 1 and stream.ended:
         seq, data, final, status = stream.first_unwritten()
         if final:
-            await connection.respond(status, [*JSON_HEADERS, *style.extra_headers], data)
+            await connection.respond(status, style.json_headers, data)
             stream.written(seq, replayable=False)
             return True
     if not stream.unwritten and stream.ended:  # the channel closed without an answer (never expected)
-        await connection.respond(503, [*JSON_HEADERS, *style.extra_headers], NO_ANSWER)
+        await connection.respond(503, style.json_headers, NO_ANSWER)
         return True
     return None
 
@@ -227,7 +231,7 @@ class JsonAnswer:
     def __call__(self, stream: ResponseStream) -> None:
         stream.answer_now = None  # once
         seq, data, _, status = stream.first_unwritten()
-        self.sent = self.connection.respond_now(status, [*JSON_HEADERS, *self.style.extra_headers], data)
+        self.sent = self.connection.respond_now(status, self.style.json_headers, data)
         self.seq = seq
 
 

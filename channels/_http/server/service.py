@@ -50,7 +50,7 @@ from .endpoint import McpEndpoint
 from .legacy import LegacySse
 from .oauth import WELL_KNOWN, HttpOAuth
 from .proxying import Headers, cors_for, first_forwarded, forwarded_for, preflight_headers
-from .request import BadRequest, Credential, Request, Unverified
+from .request import BadRequest, Credential, Request, Unverified, single_fields
 from .routing import legacy_base
 
 logger = logging.getLogger("channels.http")
@@ -185,73 +185,75 @@ class HttpService:
     async def dispatch(
         self, connection: HttpConnection, request: Request, peer: PeerInfo, route: Route | None
     ) -> None:
-        """Answer ``request`` on ``route`` (``None``: the metadata document)."""
+        """Answer ``request`` on ``route`` (``None``: the metadata document).
+
+        One coroutine from here to the route's (no helper awaited in between): every resumption of
+        a request's task passes through each coroutine of its await chain.
+        """
         self._calls += 1
         try:
-            await self._dispatch(connection, request, peer, route)
+            if self.http.trust_proxy:
+                peer = forwarded_for(request.headers, peer)
+            allowed = self.http.cors_origins
+            cors = cors_for(request.header(b"origin"), allowed) if allowed else ()
+            if request.method == "OPTIONS" and cors:
+                await connection.respond(204, [*cors, *preflight_headers(request)])
+                return
+            credential: Credential | HttpRefusal = request.credential
+            if isinstance(credential, Unverified) and self.oauth is not None and route is not None:
+                credential = await self.oauth.finish(peer, request)
+                if isinstance(credential, HttpRefusal):
+                    await refuse_on(connection, credential, cors)
+                    return
+            principal = credential if isinstance(credential, Principal) else None
+            label = principal.label if principal is not None else credential
+            assert label is None or isinstance(label, str)
+            handler, nursery = self.handler, self.nursery
+            try:
+                if route is None:
+                    await self._metadata(connection, request, cors)
+                elif self.stopping:
+                    raise refuse(503, -32000, "Service Unavailable: the server is stopping", "shutting-down")
+                elif handler is None or nursery is None:
+                    message = f"Service Unavailable: server {self.name} is not available"
+                    raise refuse(503, -32000, message, "not-available")
+                else:
+                    call = HttpCall(
+                        connection, request, peer, label, handler, nursery, cors, principal, self.exchanges
+                    )
+                    await route(call)
+            except Refused as exc:
+                await refuse_on(connection, exc.refusal, cors)
         finally:
             self._calls -= 1
             if self.stopping and self._calls == 0:
                 self._drained.set()
 
-    async def _dispatch(
-        self, connection: HttpConnection, request: Request, peer: PeerInfo, route: Route | None
-    ) -> None:
-        if self.http.trust_proxy:
-            peer = forwarded_for(request.headers, peer)
-        cors = cors_for(request.header(b"origin"), self.http.cors_origins)
-        if request.method == "OPTIONS" and cors:
-            await connection.respond(204, [*cors, *preflight_headers(request)])
-            return
-        credential: Credential | HttpRefusal = request.credential
-        if isinstance(credential, Unverified) and self.oauth is not None and route is not None:
-            credential = await self.oauth.finish(peer, request)
-            if isinstance(credential, HttpRefusal):
-                await refuse_on(connection, credential, cors)
-                return
-        principal = credential if isinstance(credential, Principal) else None
-        label = principal.label if principal is not None else credential
-        assert label is None or isinstance(label, str)
-        handler, nursery = self.handler, self.nursery
-        try:
-            if route is None:
-                await self._metadata(connection, request, cors)
-            elif self.stopping:
-                raise refuse(503, -32000, "Service Unavailable: the server is stopping", "shutting-down")
-            elif handler is None or nursery is None:
-                message = f"Service Unavailable: server {self.name} is not available"
-                raise refuse(503, -32000, message, "not-available")
-            else:
-                await route(
-                    HttpCall(
-                        connection, request, peer, label, handler, nursery, cors, principal, self.exchanges
-                    )
-                )
-        except Refused as exc:
-            await refuse_on(connection, exc.refusal, cors)
-
     def check_head(
-        self, peer: PeerInfo, method: bytes, path: str, headers: Headers, *, open: bool
+        self,
+        peer: PeerInfo,
+        method: bytes,
+        path: str,
+        headers: Headers,
+        *,
+        open: bool,
+        fields: Mapping[bytes, bytes] | None = None,
     ) -> BadRequest | Credential:
         """Host, Origin and token, on the head alone (see :data:`~channels._http.server.request.HeadCheck`).
 
         So a refused client never gets ``100 Continue`` nor has its body read into memory.
         ``open``: Host and Origin only (the metadata document, a path no route takes).
+        ``fields``: :func:`~channels._http.server.request.single_fields` of ``headers``, if made.
         """
-        host: bytes | None = None
-        hosts = origins = 0
-        origin = None
-        for name, value in headers:  # one pass: this runs for every request
-            if name == b"host":
-                host, hosts = value, hosts + 1
-            elif name == b"origin":
-                origin, origins = value, origins + 1
-        cors = cors_for(origin, self.http.cors_origins) if origins == 1 else ()
+        if fields is None:
+            fields = single_fields(headers)
+        origin = fields.get(b"origin")  # the one Origin (several are refused by the guard)
+        cors = cors_for(origin, self.http.cors_origins) if self.http.cors_origins else ()
         if method == b"OPTIONS" and cors:
             return None  # a CORS preflight: answered as such, it reaches nothing
-        host = self._client_host(host if hosts == 1 else None, headers)
+        host = self._client_host(fields.get(b"host"), headers)
         outcome = (self.open_guard if open or self.oauth else self.guard).check(
-            host.decode("latin-1") if host is not None else None, headers
+            host.decode("latin-1") if host is not None else None, headers, fields
         )
         if self.http.trust_proxy and (self.oauth or isinstance(outcome, Rejection)):
             peer = forwarded_for(headers, peer)

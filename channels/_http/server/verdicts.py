@@ -8,6 +8,8 @@ same functions (so the same refusals) as an unremembered check. Owned by the MCP
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
 from ..._core.guard import Headers
@@ -39,21 +41,29 @@ class PostHeaderVerdicts:
     """The verdicts on the combinations seen last (at most :data:`POST_HEADER_MEMO`)."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[tuple[bytes, ...], ...], PostHeaderVerdict] = {}
+        self._memo: dict[tuple[object, ...], PostHeaderVerdict] = {}
 
-    def of(self, headers: Headers) -> PostHeaderVerdict:
-        """The verdict on ``headers`` (lower-case names, as parsed)."""
-        accept: list[bytes] = []
-        content_type: list[bytes] = []
-        version: list[bytes] = []
-        for name, value in headers:  # one pass: this runs for every POST
-            if name == ACCEPT:
-                accept.append(value)
-            elif name == CONTENT_TYPE:
-                content_type.append(value)
-            elif name == PROTOCOL_VERSION:
-                version.append(value)
-        key = (tuple(accept), tuple(content_type), tuple(version))
+    def of(self, headers: Headers, fields: Mapping[bytes, bytes] | None = None) -> PostHeaderVerdict:
+        """The verdict on ``headers`` (lower-case names, as parsed).
+
+        ``fields``: the value of each header sent once, by name, if the caller has it
+        (``request.single_fields``); with no name repeated, the three are looked up in it.
+        """
+        key: tuple[object, ...]
+        if fields is not None and len(fields) == len(headers):  # each at most once: (value or None)
+            key = (fields.get(ACCEPT), fields.get(CONTENT_TYPE), fields.get(PROTOCOL_VERSION))
+        else:  # every value of each, in order (a tuple of tuples: no key of the other kind)
+            accept: list[bytes] = []
+            content_type: list[bytes] = []
+            version: list[bytes] = []
+            for name, value in headers:
+                if name == ACCEPT:
+                    accept.append(value)
+                elif name == CONTENT_TYPE:
+                    content_type.append(value)
+                elif name == PROTOCOL_VERSION:
+                    version.append(value)
+            key = (tuple(accept), tuple(content_type), tuple(version))
         verdict = self._memo.get(key)
         if verdict is None:
             verdict = PostHeaderVerdict(

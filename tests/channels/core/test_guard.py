@@ -13,6 +13,7 @@ import pytest
 
 from channels import TokenSet
 from channels._core.guard import Rejection, RequestGuard, header_values, hostname_of
+from channels._http.server.request import single_fields
 
 TOKEN = "guard-test-token-4mYq7Rr2Lx"
 OTHER_TOKEN = "guard-other-token-9KpW3sNv1T"
@@ -328,3 +329,23 @@ def test_a_refusal_body_is_a_json_rpc_error_with_id_null_and_a_reason(rejection:
     headers = dict(rejection.headers())
     assert headers[b"content-type"] == b"application/json"
     assert (b"www-authenticate" in headers) == (rejection.status == 401)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [(b"origin", b"http://localhost:3000")],
+        [(b"origin", b"https://evil.example")],
+        [(b"origin", b"http://localhost:3000"), (b"origin", b"http://localhost:3000")],
+        [(b"authorization", f"Bearer {TOKEN}".encode())],
+        [(b"authorization", f"Bearer {TOKEN}".encode()), (b"authorization", b"Bearer x")],
+        [(b"origin", b"http://127.0.0.1"), (b"authorization", f"Bearer {OTHER_TOKEN}".encode())],
+    ],
+)
+def test_the_checks_decide_alike_given_the_headers_sent_once_by_name(
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    for guard in (loopback(), loopback(allow_origins={"https://evil.example"}), loopback(tokens=TOKENS)):
+        fields = single_fields(headers)
+        assert guard.check("localhost", headers, fields) == guard.check("localhost", headers)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+from channels._http.server.request import single_fields
 from channels._http.server.verdicts import POST_HEADER_MEMO, PostHeaderVerdict, PostHeaderVerdicts
 from channels._mcp.admission import check_legacy_version, check_post_headers, names_modern_version
 
@@ -37,6 +38,7 @@ def headers_of(
 
 
 def test_a_remembered_post_header_verdict_is_the_unremembered_checks_own_for_every_combination() -> None:
+    """With or without the request's fields (the headers sent once, by name) to look them up in."""
     verdicts = PostHeaderVerdicts()
     for _ in range(2):  # judged the first time, remembered the second
         for combination in itertools.product(ACCEPTS, CONTENT_TYPES, VERSIONS):
@@ -45,6 +47,7 @@ def test_a_remembered_post_header_verdict_is_the_unremembered_checks_own_for_eve
                 check_post_headers(headers), names_modern_version(headers), check_legacy_version(headers)
             )
             assert verdicts.of(headers) == expected, combination
+            assert verdicts.of(headers, single_fields(headers)) == expected, combination
 
 
 def test_the_remembered_post_header_verdicts_are_bounded_and_still_right_past_the_bound() -> None:
