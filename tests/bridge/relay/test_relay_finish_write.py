@@ -9,7 +9,9 @@ the requests in flight would go unanswered and the client would see a clean end.
 let the write finish (within the send timeout), then answer every request still in flight.
 
 The same child and socket show that what the bridge has to write meanwhile (a refusal, a timeout's
-error) waits for the write in progress, and is neither dropped nor doubled with the child's reply.
+error) waits for the write in progress, and is neither dropped nor doubled with the child's reply;
+and that a request cancelled while its reply is being written, whose id the client then reuses,
+does not take the new request's reply with it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,22 @@ reply = {"jsonrpc": "2.0", "id": first["id"], "result": {"text": "x" * int(sys.a
 sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
 sys.stdout.buffer.flush()
 time.sleep(600)
+"""
+
+# A child that answers the first request with a large result, then every later request with a
+# small one naming its method (notifications get nothing).
+BIG_THEN_SMALL_CHILD = r"""
+import json, sys
+first = json.loads(sys.stdin.buffer.readline())
+reply = {"jsonrpc": "2.0", "id": first["id"], "result": {"text": "x" * int(sys.argv[1])}}
+sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+sys.stdout.buffer.flush()
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    if "id" in message:
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"method": message["method"]}}
+        sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+        sys.stdout.buffer.flush()
 """
 
 
@@ -211,3 +229,39 @@ async def test_a_reply_being_written_when_its_request_times_out_is_its_only_repl
             await client.aclose()
     assert reply["id"] == 0 and len(reply["result"]["text"]) == REPLY_BYTES
     assert [(other["id"], other["error"]["code"]) for other in others] == [(1, -32001)]
+
+
+async def test_a_request_reusing_the_id_of_one_cancelled_while_its_reply_was_written_gets_its_own_reply() -> (
+    None
+):
+    # The child's reply to request 0 is being written (the client reads nothing yet) when the
+    # client cancels request 0 and sends a new request with the same id: the reply being written
+    # must not close the new request, whose own reply must follow it.
+    limits = Limits()
+    spec = ChildSpec(argv=(sys.executable, "-c", BIG_THEN_SMALL_CHILD, str(REPLY_BYTES)), name="big")
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+        channel = WatchedChannel(server)
+        async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
+            relay = Relay(channel, child, limits)
+
+            async def serve() -> None:  # what the daemon does: relay, then close the client
+                await relay.run()
+                await channel.aclose()
+
+            nursery.start_soon(serve)
+            await client.send_all(json.dumps(request(0, "tools/call", {"name": "big"})).encode() + b"\n")
+            await channel.big_reply_writing.wait()
+            again = request(0, "tools/list")
+            await client.send_all(
+                b"".join(json.dumps(message).encode() + b"\n" for message in (cancel, again))
+            )
+            in_flight = relay._ledger.in_flight
+            # The relay has read both: 0 is in flight again, and not the request being written.
+            await poll(lambda: 0 in in_flight and not in_flight.is_being_written(0))
+            replies = await read_first_line_then_to_end(client)
+            await client.aclose()
+    first, *others = replies
+    assert first["id"] == 0 and len(first["result"]["text"]) == REPLY_BYTES
+    assert others == [{"jsonrpc": "2.0", "id": 0, "result": {"method": "tools/list"}}]
