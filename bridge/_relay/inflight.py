@@ -8,7 +8,9 @@ A request is *open* from :meth:`InFlight.open` until its reply has been written:
 (:meth:`InFlight.time_out`, then :meth:`InFlight.answered`). Until then it is in flight, and
 answered by the relay if the connection ends (:meth:`InFlight.take_all`). Each step keeps the
 other answer out: a reply being written is not timed out, and the child's reply to a request that
-timed out is dropped as late. Every request gets exactly one reply (docs/design.md §5.1).
+timed out is dropped as late. A request the client cancels (:meth:`InFlight.cancel`) is closed at
+once, even while its reply is being written: its id may then be used again, and the new request
+is not closed by that reply. Every request gets exactly one reply (docs/design.md §5.1).
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ class InFlight:
     def writing(self, request_ids: Iterable[RequestId]) -> None:
         """The child's replies to these requests in flight are being written: none may time out.
 
-        Once written, each is closed (:meth:`close`); if the write fails, the connection ends and
-        they are answered with the rest (:meth:`take_all`).
+        Once written, each is closed (:meth:`written`); if the write fails, the connection ends and
+        they are answered with the rest (:meth:`take_all`). One writer marks them: it calls
+        :meth:`written` before it marks the next.
         """
         self._writing.update(request_ids)
 
@@ -108,14 +111,18 @@ class InFlight:
         return False
 
     def written(self, request_ids: Iterable[RequestId]) -> None:
-        """The replies to these requests, marked :meth:`writing`, were written: :meth:`close` each."""
-        ids, cancelled = self._ids, self._cancelled
+        """The replies to these requests, marked :meth:`writing`, were written: :meth:`close` each.
+
+        One cancelled meanwhile was closed then (:meth:`cancel`), and its id may already be in
+        use again by a new request, which stays open: the id is closed only if still marked.
+        """
+        ids, writing = self._ids, self._writing
         for request_id in request_ids:
-            if request_id in ids:
+            # Marked means it is the same request: close, cancel and take_all unmark what they
+            # close, and open refuses an id while it is in flight.
+            if request_id in writing:
                 del ids[request_id]
-            else:  # cancelled while its reply was being written
-                cancelled.pop(request_id, None)
-        self._writing.difference_update(request_ids)
+        writing.difference_update(request_ids)  # one call for the batch, not one per reply
 
     def was_cancelled(self, request_id: RequestId) -> bool:
         """A reply to no request in flight: whether it is the late reply to a cancelled one.
@@ -129,12 +136,19 @@ class InFlight:
         return False
 
     def cancel(self, request_id: RequestId) -> bool:
-        """The client cancelled a request: it no longer expects a reply. True if it was in flight."""
+        """The client cancelled a request: it no longer expects a reply. True if it was in flight.
+
+        The child's reply to it, if one comes, is dropped as late; unless that reply is being
+        written already (:meth:`writing`): it goes out, and any later one is a second reply.
+        """
         if request_id not in self._ids:
             return False
         del self._ids[request_id]
-        self._writing.discard(request_id)
-        self._remember_cancelled(request_id)
+        writing = self._writing
+        if request_id in writing:
+            writing.remove(request_id)
+        else:
+            self._remember_cancelled(request_id)
         return True
 
     def time_out(self, request_id: RequestId) -> None:

@@ -1,9 +1,10 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, npm) against the
 bridge's Streamable HTTP listener, with the suite's "everything" server as the stdio child.
 
-The suite tests servers over HTTP only. Here it drives
-``python -m bridge --listen http://127.0.0.1:0/mcp -- python tests/everything_server.py``, so each
-scenario crosses the bridge's HTTP front end, its relaying, and a real SDK server on stdio. Three
+The suite tests servers over HTTP only. Here it drives ``python -m bridge --listen
+http://127.0.0.1:0/mcp --prespawn 2 -- python tests/everything_server.py``, so each scenario
+crosses the bridge's HTTP front end, its relaying, and a real SDK server on stdio (the warm pool
+keeps a child's start-up out of the suite's 5 s for an initialize: PRESPAWN below). Three
 runs, each with its own expected-failures file (``tests/conformance/baseline-*.yml``):
 
 * suite 0.1.16 (the npm "latest") at protocol 2025-11-25: every scenario it has (``--suite all``);
@@ -57,6 +58,13 @@ RUN_TIMEOUT = (
     300  # a run against the SDK's own HTTP server takes 2-6 s; suite 0.2 gives a scenario 30 s at most
 )
 START_TIMEOUT = 30  # the bridge's "listening on" line
+# Children kept started ahead of the sessions that get one of their own (--prespawn). The suite's
+# server-initialize scenario opens two 2025-11-25 sessions one after the other, the second a bare
+# initialize it gives 5 s (AbortSignal.timeout(5e3) in the suite 0.2's dist/index.js); each gets a
+# child of its own, and the everything server takes ~0.6 s to start here idle but 3-20 s at
+# loads of 10-20 (measured: tests/everything_server.py from exec to its initialize reply), which
+# the 5 s then included. Two started ahead: one for each of that scenario's sessions.
+PRESPAWN = "2"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # the suite colours its baseline verdict whatever NO_COLOR says
 
 
@@ -180,7 +188,13 @@ async def test_the_conformance_suite_finds_no_failure_outside_its_baseline_at_th
     log = tmp_path / "conformance.log"
     with trio.fail_after(START_TIMEOUT + RUN_TIMEOUT + 30):
         async with bridge_process(
-            "--listen", "http://127.0.0.1:0/mcp", "--", sys.executable, str(EVERYTHING_SERVER)
+            "--listen",
+            "http://127.0.0.1:0/mcp",
+            "--prespawn",
+            PRESPAWN,
+            "--",
+            sys.executable,
+            str(EVERYTHING_SERVER),
         ) as bridge:
             argv = run.argv(bridge.addresses[0], results)
             status = await run_suite(argv, log)
@@ -201,17 +215,17 @@ EMPTY_BASELINE = "server: []\n"  # no expected failure at all
 
 
 def shared_listener_config(path: Path) -> None:
-    """The conformance child as server ``conformance`` on a shared listener, with two example
-    servers (one shared child, a child per session) mounted beside it."""
+    """The conformance child as server ``conformance`` on a shared listener (with PRESPAWN), with
+    two example servers (one shared child, a child per session) mounted beside it."""
     servers = {
-        "conformance": ([sys.executable, str(EVERYTHING_SERVER)], "auto"),
-        "first": ([sys.executable, str(EXAMPLE_SERVER)], "shared"),
-        "second": ([sys.executable, str(EXAMPLE_SERVER)], "per-connection"),
+        "conformance": ([sys.executable, str(EVERYTHING_SERVER)], "auto", f"prespawn = {PRESPAWN}\n"),
+        "first": ([sys.executable, str(EXAMPLE_SERVER)], "shared", ""),
+        "second": ([sys.executable, str(EXAMPLE_SERVER)], "per-connection", ""),
     }
     text = '[listeners.public]\nkind = "http"\naddress = "127.0.0.1:0"\n'
-    for name, (command, child) in servers.items():
+    for name, (command, child, more) in servers.items():
         text += (
-            f"[servers.{name}]\ncommand = {json.dumps(command)}\nchild = {json.dumps(child)}\n"
+            f"[servers.{name}]\ncommand = {json.dumps(command)}\nchild = {json.dumps(child)}\n{more}"
             f'[[servers.{name}.listeners]]\nshared = "public"\n'
         )
     path.write_text(text)

@@ -9,7 +9,9 @@ the requests in flight would go unanswered and the client would see a clean end.
 let the write finish (within the send timeout), then answer every request still in flight.
 
 The same child and socket show that what the bridge has to write meanwhile (a refusal, a timeout's
-error) waits for the write in progress, and is neither dropped nor doubled with the child's reply.
+error) waits for the write in progress, and is neither dropped nor doubled with the child's reply;
+and that a request cancelled while its reply is being written, whose id the client then reuses,
+does not take the new request's reply with it.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import signal
 import socket
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 import trio.testing
 
-from bridge import ChildSpec, Limits, Relay, open_child
+from bridge import ChildProcess, ChildSpec, Limits, Relay, open_child
 from channels import JSONObject, StreamChannel
 
 from conftest import poll, request
@@ -50,6 +53,22 @@ reply = {"jsonrpc": "2.0", "id": first["id"], "result": {"text": "x" * int(sys.a
 sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
 sys.stdout.buffer.flush()
 time.sleep(600)
+"""
+
+# A child that answers the first request with a large result, then every later request with a
+# small one naming its method (notifications get nothing).
+BIG_THEN_SMALL_CHILD = r"""
+import json, sys
+first = json.loads(sys.stdin.buffer.readline())
+reply = {"jsonrpc": "2.0", "id": first["id"], "result": {"text": "x" * int(sys.argv[1])}}
+sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+sys.stdout.buffer.flush()
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    if "id" in message:
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"method": message["method"]}}
+        sys.stdout.buffer.write(json.dumps(reply).encode() + b"\n")
+        sys.stdout.buffer.flush()
 """
 
 
@@ -86,6 +105,33 @@ async def connected_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     return trio.SocketStream(sock), server
 
 
+def encode(*messages: JSONObject) -> bytes:
+    """The messages as the client writes them: a line each."""
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+@asynccontextmanager
+async def relaying(
+    child: str, limits: Limits
+) -> AsyncIterator[tuple[trio.SocketStream, WatchedChannel, Relay, ChildProcess]]:
+    """A relay between a client socket and a child running ``child`` (given REPLY_BYTES), as the
+    daemon runs one: the relay, then closing the client's channel. Yields the client's end (the
+    caller closes it), the bridge's, the relay and the child (stopped on the way out)."""
+    with trio.fail_after(TIMEOUT):
+        client, server = await connected_pair()
+    channel = WatchedChannel(server)
+    spec = ChildSpec(argv=(sys.executable, "-c", child, str(REPLY_BYTES)), name="big")
+    async with open_child(spec, limits) as process, trio.open_nursery() as nursery:
+        relay = Relay(channel, process, limits)
+
+        async def serve() -> None:
+            await relay.run()
+            await channel.aclose()
+
+        nursery.start_soon(serve)
+        yield client, channel, relay, process
+
+
 async def read_to_end(stream: trio.SocketStream) -> tuple[list[dict[str, Any]], bytes]:
     """Every complete line until the end of the stream, and what followed the last newline."""
     data = bytearray()
@@ -98,23 +144,12 @@ async def read_to_end(stream: trio.SocketStream) -> tuple[list[dict[str, Any]], 
 async def test_a_reply_being_written_when_the_child_dies_is_finished_and_every_request_in_flight_answered() -> (
     None
 ):
-    limits = Limits()
-    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
     with trio.fail_after(TIMEOUT):
-        client, server = await connected_pair()
-        channel = WatchedChannel(server)
-        async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
-            relay = Relay(channel, child, limits)
-
-            async def serve() -> None:  # what the daemon does: relay, then close the client
-                await relay.run()
-                await channel.aclose()
-
-            nursery.start_soon(serve)
+        async with relaying(BIG_REPLY_CHILD, Limits()) as (client, channel, relay, child):
             payload = [
                 request(n, "tools/call", {"name": "echo", "arguments": {}}) for n in range(1 + IN_FLIGHT)
             ]
-            await client.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in payload))
+            await client.send_all(encode(*payload))
             await channel.big_reply_writing.wait()
             os.kill(child.pid, signal.SIGKILL)
             await poll(lambda: relay.ending is not None)
@@ -152,22 +187,11 @@ async def read_first_line_then_to_end(stream: trio.SocketStream) -> list[dict[st
 async def test_a_refusal_due_while_a_reply_is_being_written_is_written_after_it() -> None:
     # The child's reply to request 0 is being written (the client reads nothing yet) when request
     # 1 comes, over the in-flight limit: its refusal must wait for the write, not be dropped.
-    limits = Limits(max_in_flight=1)
-    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
     with trio.fail_after(TIMEOUT):
-        client, server = await connected_pair()
-        channel = WatchedChannel(server)
-        async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
-            relay = Relay(channel, child, limits)
-
-            async def serve() -> None:  # what the daemon does: relay, then close the client
-                await relay.run()
-                await channel.aclose()
-
-            nursery.start_soon(serve)
-            await client.send_all(json.dumps(request(0, "tools/call", {"name": "big"})).encode() + b"\n")
+        async with relaying(BIG_REPLY_CHILD, Limits(max_in_flight=1)) as (client, channel, _, _):
+            await client.send_all(encode(request(0, "tools/call", {"name": "big"})))
             await channel.big_reply_writing.wait()
-            await client.send_all(json.dumps(request(1, "tools/call", {"name": "more"})).encode() + b"\n")
+            await client.send_all(encode(request(1, "tools/call", {"name": "more"})))
             await trio.testing.wait_all_tasks_blocked()  # the relay has read request 1 and refused it
             first, *others = await read_first_line_then_to_end(client)
             await client.aclose()
@@ -186,21 +210,10 @@ async def test_a_reply_being_written_when_its_request_times_out_is_its_only_repl
     request_timeout = 3600  # virtual seconds: reached only by the jump
     # The write to a client that reads nothing must outlast the jump.
     limits = Limits(request_timeout=request_timeout, send_timeout=2 * request_timeout)
-    spec = ChildSpec(argv=(sys.executable, "-c", BIG_REPLY_CHILD, str(REPLY_BYTES)), name="big")
     payload = [request(n, "tools/call", {"name": "big"}) for n in range(2)]
-    with trio.fail_after(TIMEOUT):
-        client, server = await connected_pair()
-    channel = WatchedChannel(server)
-    async with open_child(spec, limits) as child, trio.open_nursery() as nursery:
-        relay = Relay(channel, child, limits)
-
-        async def serve() -> None:  # what the daemon does: relay, then close the client
-            await relay.run()
-            await channel.aclose()
-
+    async with relaying(BIG_REPLY_CHILD, limits) as (client, channel, relay, _):
         with trio.fail_after(TIMEOUT):
-            nursery.start_soon(serve)
-            await client.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in payload))
+            await client.send_all(encode(*payload))
             await channel.big_reply_writing.wait()
             await trio.testing.wait_all_tasks_blocked()
         mock_clock.jump(request_timeout)  # outside fail_after, whose deadline would pass too
@@ -211,3 +224,25 @@ async def test_a_reply_being_written_when_its_request_times_out_is_its_only_repl
             await client.aclose()
     assert reply["id"] == 0 and len(reply["result"]["text"]) == REPLY_BYTES
     assert [(other["id"], other["error"]["code"]) for other in others] == [(1, -32001)]
+
+
+async def test_a_request_reusing_the_id_of_one_cancelled_while_its_reply_was_written_gets_its_own_reply() -> (
+    None
+):
+    # The child's reply to request 0 is being written (the client reads nothing yet) when the
+    # client cancels request 0 and sends a new request with the same id: the reply being written
+    # must not close the new request, whose own reply must follow it.
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}
+    with trio.fail_after(TIMEOUT):
+        async with relaying(BIG_THEN_SMALL_CHILD, Limits()) as (client, channel, relay, _):
+            await client.send_all(encode(request(0, "tools/call", {"name": "big"})))
+            await channel.big_reply_writing.wait()
+            await client.send_all(encode(cancel, request(0, "tools/list")))
+            in_flight = relay._ledger.in_flight
+            # The relay has read both: 0 is in flight again, and not the request being written.
+            await poll(lambda: 0 in in_flight and not in_flight.is_being_written(0))
+            replies = await read_first_line_then_to_end(client)
+            await client.aclose()
+    first, *others = replies
+    assert first["id"] == 0 and len(first["result"]["text"]) == REPLY_BYTES
+    assert others == [{"jsonrpc": "2.0", "id": 0, "result": {"method": "tools/list"}}]

@@ -10,7 +10,6 @@ response's own task. Real sockets (a socket pair); no bridge.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -22,42 +21,22 @@ from channels._core.jsonrpc import encode
 from channels._core.options import HttpOptions
 from channels._core.ticker import Ticker
 from channels._http.server.call import HttpCall
-from channels._http.server.conn import HttpConnection
-from channels._http.server.connvalues import ConnectionLimits
 from channels._http.server.endpoint import McpEndpoint
 from channels._http.server.exchange import ExchangeChannel
 from channels._http.server.request import Request
 from channels._http.server.response import StreamStyle, write_response
 from channels._http.server.stream import Backlog, ResponseStream
 
+from socketpairs import connection_pair, read_all
+
 TIMEOUT = 10
-LIMITS = ConnectionLimits(head_timeout=5, body_timeout=5, idle_timeout=5, send_timeout=5, max_body=1 << 20)
 HEADERS = ((b"mcp-session-id", b"0123"),)
-
-
-def _pair(buffer: int | None = None) -> tuple[HttpConnection, socket.socket]:
-    server, client = socket.socketpair()
-    if buffer is not None:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
-    client.setblocking(False)
-    return HttpConnection(trio.SocketStream(trio.socket.from_stdlib_socket(server)), LIMITS), client
-
-
-def _read_all(client: socket.socket) -> bytes:
-    data = b""
-    while True:
-        try:
-            chunk = client.recv(1 << 20)
-        except BlockingIOError:
-            return data
-        data += chunk
 
 
 async def _answer(answer_now: bool, body: bytes, buffer: int | None = None) -> tuple[bytes, bytes, bool]:
     """Queue ``body`` as the final answer while a response waits; what was on the wire right
     after ``put`` (before the response's task ran again), all that came in the end, the result."""
-    connection, client = _pair(buffer)
+    connection, client = connection_pair(buffer)
     backlog = Backlog()
     stream = ResponseStream("1", finals=1, backlog=backlog)
     style = StreamStyle(extra_headers=HEADERS, ticker=Ticker(), answer_now=answer_now)
@@ -72,14 +51,14 @@ async def _answer(answer_now: bool, body: bytes, buffer: int | None = None) -> t
             await trio.testing.wait_all_tasks_blocked()
             assert (stream.answer_now is not None) is answer_now
             stream.put(body, final=True)
-            at_once = _read_all(client)
+            at_once = read_all(client)
             assert stream.unwritten == 1 or not at_once  # counted until written whole
             assert backlog.unwritten == (len(body) if stream.unwritten else 0)
             wire = at_once
             while not result:  # the response's task finishes (the peer reads meanwhile)
                 await trio.testing.wait_all_tasks_blocked()
-                wire += _read_all(client)
-            wire += _read_all(client)
+                wire += read_all(client)
+            wire += read_all(client)
         assert stream.unwritten == 0 and backlog.unwritten == 0 and stream.answer_now is None
         await connection.aclose()
     return at_once, wire, result[0]
@@ -111,7 +90,7 @@ async def test_what_the_kernel_does_not_take_at_once_of_an_answer_is_written_by_
 
 async def test_a_2026_reply_is_written_by_the_task_that_routes_it_before_its_posts_task_runs_again() -> None:
     """The 2026-07-28 era's POSTs answer as the legacy sessions' do (``McpEndpoint._modern``)."""
-    connection, client = _pair()
+    connection, client = connection_pair()
     endpoint = McpEndpoint(HttpOptions(), Ticker(), lambda: 0)
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -134,7 +113,7 @@ async def test_a_2026_reply_is_written_by_the_task_that_routes_it_before_its_pos
             nursery.start_soon(respond)
             await trio.testing.wait_all_tasks_blocked()
             exchange.send_nowait(reply)
-            at_once.append(_read_all(client))  # before the response's own task ran again
+            at_once.append(read_all(client))  # before the response's own task ran again
         await exchange.aclose()
 
     with client, trio.fail_after(TIMEOUT):
@@ -149,7 +128,7 @@ async def test_a_2026_reply_is_written_by_the_task_that_routes_it_before_its_pos
                 exchanges=serve,
             )
             await endpoint.handle(call)
-        wire = at_once[0] + _read_all(client)
+        wire = at_once[0] + read_all(client)
         await connection.aclose()
     assert at_once[0] == wire  # all of it, written by send_nowait's put()
     assert wire.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-type: application/json\r\n" in wire

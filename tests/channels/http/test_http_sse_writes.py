@@ -9,40 +9,28 @@ server's socket are recorded as they pass ``os.write``.
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import trio
 import trio.testing
 
-from channels._http.server.conn import HttpConnection
-from channels._http.server.connvalues import ConnectionLimits
 from channels._http.server.response import StreamStyle, write_response
 from channels._http.server.stream import ResponseStream
 
+from socketpairs import connection_pair, read_all
+
 TIMEOUT = 10
-LIMITS = ConnectionLimits(head_timeout=5, body_timeout=5, idle_timeout=5, send_timeout=5, max_body=1 << 20)
 NOTIFICATION = (
     b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}'
 )
 REPLY = b'{"jsonrpc":"2.0","id":3,"result":{}}'
 
 
-def _read_all(client: socket.socket) -> bytes:
-    data = b""
-    while True:
-        try:
-            chunk = client.recv(1 << 20)
-        except BlockingIOError:
-            return data
-        data += chunk
-
-
 async def test_an_event_streams_head_goes_with_its_first_events_and_its_last_events_with_its_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server, client = socket.socketpair()
-    client.setblocking(False)
+    connection, client = connection_pair()
+    server = connection.stream.socket
     writes: list[bytes] = []
     real_write = os.write
 
@@ -53,7 +41,6 @@ async def test_an_event_streams_head_goes_with_its_first_events_and_its_last_eve
         return sent
 
     monkeypatch.setattr(os, "write", recording)
-    connection = HttpConnection(trio.SocketStream(trio.socket.from_stdlib_socket(server)), LIMITS)
     stream = ResponseStream("4", finals=1)
     style = StreamStyle(json_allowed=False, priming=True, retry_ms=1000)
     result: list[bool] = []
@@ -76,6 +63,6 @@ async def test_an_event_streams_head_goes_with_its_first_events_and_its_last_eve
         assert len(writes) == 3  # the reply and the end of the body
         assert writes[2].endswith(b"\nid: 4/2\ndata: " + REPLY + b"\n\n\r\n0\r\n\r\n")
         assert connection.reusable  # the response is complete: the next request may follow
-        wire = _read_all(client)
+        wire = read_all(client)
         await connection.aclose()
     assert wire == b"".join(writes) and wire.count(b"0\r\n\r\n") == 1
