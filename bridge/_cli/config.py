@@ -22,7 +22,7 @@ from channels import HttpOptions, ListenOptions, OAuthSettings, TcpKeepalive, pa
 from .._child.process import ChildSpec
 from .._child.restarts import RestartPolicy
 from .._child.sandbox import Sandbox
-from .._daemon.config import IDLE_STOP, ServeConfig
+from .._daemon.config import IDLE_STOP, PROBE_TIMEOUT, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits, parse_duration, parse_size
 from .._ops.plan import FleetPlan, Mount, SharedListener
@@ -314,6 +314,13 @@ def plan(config: ConfigFile) -> FleetPlan:
             idle_stop = parse_duration(server.idle_stop, field=f"{where}.idle_stop")
             if idle_stop <= 0:
                 raise ConfigError(f"{where}.idle_stop: expected a positive duration such as 10m")
+        probe_timeout = PROBE_TIMEOUT
+        if server.probe_timeout is not None:
+            if server.child != "auto":
+                raise ConfigError(f'{where}.probe_timeout: only with child = "auto" (the probe decides)')
+            probe_timeout = parse_duration(server.probe_timeout, field=f"{where}.probe_timeout")
+            if probe_timeout <= 0:
+                raise ConfigError(f"{where}.probe_timeout: expected a positive duration such as 10s")
         for field, least in (("prespawn", 0), ("restart_limit", 0)):
             if getattr(server, field) < least:
                 raise ConfigError(f"{where}.{field}: expected a whole number, at least {least}")
@@ -359,6 +366,7 @@ def plan(config: ConfigFile) -> FleetPlan:
             child_mode=server.child,
             start=server.start,
             idle_stop=idle_stop,
+            probe_timeout=probe_timeout,
             restart_policy=RestartPolicy(crash_limit=server.restart_limit, crash_window=window),
             tool_scopes=ToolScopes(tool_rules(server.tool_scopes, f"{where}.tool_scopes")),
         )

@@ -195,6 +195,7 @@ class ServerEntry:
     child: str = "auto"
     start: str = "eager"
     idle_stop: str | None = None
+    probe_timeout: str | None = None
     prespawn: int = 0
     restart_limit: int = RestartPolicy().crash_limit
     restart_window: str | None = None

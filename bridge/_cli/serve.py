@@ -21,7 +21,7 @@ from channels import AddressError, HttpOptions, ListenOptions, parse_address
 
 from .._child.process import ChildSpec
 from .._child.restarts import RestartPolicy
-from .._daemon.config import IDLE_STOP, ServeConfig
+from .._daemon.config import IDLE_STOP, PROBE_TIMEOUT, ServeConfig
 from .._errors import ConfigError
 from .._limits import Limits
 from .._ops.fleet import run_fleet
@@ -148,6 +148,12 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         raise ConfigError("--idle-stop: only with --start on-demand (the child is stopped when idle)")
     if options.idle_stop is not None and options.idle_stop <= 0:
         raise ConfigError(f"--idle-stop: expected a positive duration such as 10m, not {options.idle_stop:g}")
+    if options.probe_timeout is not None and options.child != "auto":
+        raise ConfigError("--probe-timeout: only with --child auto (the probe chooses the child mode)")
+    if options.probe_timeout is not None and options.probe_timeout <= 0:
+        raise ConfigError(
+            f"--probe-timeout: expected a positive duration such as 10s, not {options.probe_timeout:g}"
+        )
     policy = RestartPolicy(crash_limit=options.restart_limit, crash_window=options.restart_window)
     return ServeConfig(
         listen=addresses,
@@ -159,6 +165,7 @@ def build_serve_config(options: argparse.Namespace, command: Sequence[str]) -> S
         restart_policy=policy,
         start=options.start,
         idle_stop=options.idle_stop if options.idle_stop is not None else IDLE_STOP,
+        probe_timeout=options.probe_timeout if options.probe_timeout is not None else PROBE_TIMEOUT,
         tool_scopes=build_tool_scopes(options.tool_scope),
     )
 

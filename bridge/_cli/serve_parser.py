@@ -14,7 +14,7 @@ import argparse
 from channels import HttpOptions, address_schemes
 
 from .._child.restarts import RestartPolicy
-from .._daemon.config import IDLE_STOP
+from .._daemon.config import IDLE_STOP, PROBE_TIMEOUT
 from .._limits import Limits
 from .arguments import add_common, add_listener_timeouts, count, duration, positive, size, socket_mode
 from .mcp_servers import DEFAULT_SOCKET_DIR
@@ -130,6 +130,12 @@ def _add_child(child: Group) -> None:
         "restarted with backoff), or auto (default): probe the server with "
         "server/discover; legacy: per-connection; modern or dual-era: "
         "modern clients share one child, legacy clients get their own",
+    )
+    child.add_argument(
+        "--probe-timeout",
+        type=duration("--probe-timeout"),
+        metavar="DURATION",
+        help=f"with --child auto: how long the era probe waits for the child (default: {PROBE_TIMEOUT:g}s)",
     )
     child.add_argument(
         "--start",

@@ -20,6 +20,18 @@ from .._relay.scopes import ToolScopes
 # quarter hour. systemd's socket-activated services that exit on idle pick the same order.
 IDLE_STOP = 600.0
 
+# With child_mode = "auto": how long the era probe (bridge/_shared/eras.py) waits for the answer to
+# server/discover. The probe is sent as soon as the child is started, so this bounds the child's
+# start-up as well as its answer: an interpreter with an SDK to import takes about a second
+# (tests/sdk_server.py: ~0.6 s here, 4.5 s and more on a loaded machine), an `npx`/`uvx` launch that
+# has to resolve a package a few seconds. A legacy server answers an unknown method at once with an
+# error, as JSON-RPC requires; only one that silently drops it waits out the whole timeout, and then
+# only once per daemon. Five seconds is past every normal start-up yet short enough not to be
+# mistaken for a hang by the operator watching `--child auto` start (the official SDK has no fixed
+# probe timeout: its request timeout applies). A server slower than that is served as legacy, with a
+# warning naming --probe-timeout, which raises it.
+PROBE_TIMEOUT = 5.0
+
 
 def _addresses(items: Iterable[Address | str]) -> tuple[Address, ...]:
     return tuple(parse_address(item) if isinstance(item, str) else item for item in items)
@@ -53,6 +65,10 @@ class ServeConfig:
             ``idle_stop`` seconds with no connection, to start again on the next one.
         idle_stop: with ``start="on-demand"``, how long the daemon goes with no connection before
             it stops its child (seconds; :data:`IDLE_STOP` by default); ignored otherwise.
+        probe_timeout: with ``child_mode="auto"``, how long the era probe waits for the child's
+            answer to ``server/discover``, its start-up included (seconds; :data:`PROBE_TIMEOUT`
+            by default); no answer by then serves the child as legacy, one per connection, for
+            the life of the daemon. Ignored in the other modes.
         tool_scopes: the OAuth scopes each tool needs (:class:`ToolScopes`, or a mapping such as
             ``{"delete_*": ["mcp:admin"]}``), checked in every child mode against the scopes of
             each caller's access token (``peer.scopes``); a caller without one holds none.
@@ -61,7 +77,7 @@ class ServeConfig:
     Raises:
         channels.AddressError: an address text in ``listen`` is malformed.
         ValueError: ``child_mode`` or ``start`` is not one of the values listed, or ``idle_stop``
-            is not positive.
+            or ``probe_timeout`` is not positive.
     """
 
     listen: tuple[Address, ...] = attrs.field(converter=_addresses)
@@ -79,4 +95,5 @@ class ServeConfig:
     restart_policy: RestartPolicy = RestartPolicy()
     start: str = attrs.field(default="eager", validator=attrs.validators.in_(("eager", "lazy", "on-demand")))
     idle_stop: float = attrs.field(default=IDLE_STOP, validator=attrs.validators.gt(0))
+    probe_timeout: float = attrs.field(default=PROBE_TIMEOUT, validator=attrs.validators.gt(0))
     tool_scopes: ToolScopes = attrs.field(factory=ToolScopes, converter=_tool_scopes)

@@ -216,10 +216,24 @@ class ChildServices:
     async def _choose_mode(self) -> str:
         if self.config.child_mode != "auto":
             return self.config.child_mode
-        from .._shared.eras import Era, probe_era
+        from .._shared.eras import MODERN_VERSION, Era, probe_era
 
         async with open_child(self.config.child, self.config.limits) as child:
-            probe = await probe_era(child)
+            probe = await probe_era(child, timeout=self.config.probe_timeout)
         mode = "shared" if probe.era is Era.MODERN else "per-connection"
-        logger.info("child mode %s: %s", mode, probe.reason)
+        if probe.timed_out:
+            # Not evidence of a legacy server, only of a slow one; yet the mode holds for the life
+            # of the daemon, so say so loudly, with both ways out.
+            logger.warning(
+                "child mode %s: %s (%s pid %d, its start-up included): serving one child per "
+                "connection; if this server speaks %s, raise --probe-timeout (probe_timeout in a "
+                "configuration file) or set --child shared",
+                mode,
+                probe.reason,
+                self.config.child.name,
+                child.pid,
+                MODERN_VERSION,
+            )
+        else:
+            logger.info("child mode %s: %s", mode, probe.reason)
         return mode

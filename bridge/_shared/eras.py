@@ -39,7 +39,6 @@ __all__ = [
     "MODERN_ERROR_CODES",
     "MODERN_VERSION",
     "PROBE_ID",
-    "PROBE_TIMEOUT",
     "Era",
     "ProbeResult",
     "classify_discover_reply",
@@ -55,15 +54,6 @@ MODERN_VERSION = "2026-07-28"
 MODERN_ERROR_CODES = frozenset({-32020, -32021, -32022})
 """HeaderMismatch, MissingRequiredClientCapability, UnsupportedProtocolVersion: codes only a modern
 server uses (2026-07-28 reserves ``-32020..-32099`` for the spec), so any of them is modern evidence."""
-
-# The probe is sent as soon as the child is started, so this bounds the child's start-up as well as
-# its answer: an interpreter with an SDK to import takes about a second (tests/sdk_server.py: ~0.6 s
-# here), an `npx`/`uvx` launch that has to resolve a package a few seconds. A legacy server answers
-# an unknown method at once with an error, as JSON-RPC requires; only one that silently drops it
-# waits out the whole timeout, and then only once per child. Five seconds is past every normal
-# start-up yet short enough not to be mistaken for a hang by the operator watching `--child auto`
-# start (the official SDK has no fixed probe timeout: its request timeout applies).
-PROBE_TIMEOUT = 5.0
 
 PROBE_ID = "mcp-bridge-probe"
 """The JSON-RPC id of the probe. No client is attached yet, so it cannot collide with a client's."""
@@ -98,11 +88,14 @@ class ProbeResult:
         reason: why, as human text for the log.
         supported_versions: the versions the server named (in a ``DiscoverResult`` or in the
             ``data.supported`` of a modern error); empty if it named none.
+        timed_out: the verdict is legacy for want of an answer within the probe's timeout, not
+            from one: a modern server that starts slower than that gets it too.
     """
 
     era: Era
     reason: str
     supported_versions: tuple[str, ...] = ()
+    timed_out: bool = False
 
 
 def discover_request(request_id: RequestId) -> JSONObject:
@@ -163,7 +156,7 @@ def classify_discover_reply(reply: JSONObject) -> ProbeResult:
     return ProbeResult(Era.MODERN, f"server/discover answered: supported versions {listed}", supported)
 
 
-async def probe_era(child: ChildProcess, *, timeout: float = PROBE_TIMEOUT) -> ProbeResult:
+async def probe_era(child: ChildProcess, *, timeout: float) -> ProbeResult:
     """Probe a child that has just been started, before any client is attached to it.
 
     Sends :func:`discover_request` (id :data:`PROBE_ID`) and reads the child's stdout up to the
@@ -171,9 +164,12 @@ async def probe_era(child: ChildProcess, *, timeout: float = PROBE_TIMEOUT) -> P
     messages that arrive before the reply (a notification, a request to a client that is not there
     yet) are dropped, logged at debug. Nothing after the reply is consumed: what the child wrote
     after it stays in ``child.channel`` for the next reader. No answer within ``timeout`` seconds
-    (including the child's start-up) is a legacy verdict; the child may still answer later, and that
-    stray reply then reaches whoever reads the channel next (the relay drops replies to no request
-    of its client's).
+    (including the child's start-up; the daemon passes ``ServeConfig.probe_timeout``) is a legacy
+    verdict with ``timed_out`` set; the child may still answer later, and that stray reply then
+    reaches whoever reads the channel next (the relay drops replies to no request of its client's).
+
+    An answer's verdict is logged at INFO with the child's name and pid; a timeout only at debug
+    here, because the caller knows what follows from it and warns, naming the fix.
 
     Raises:
         ChildStartError: the child exited, or closed its stdout or stdin, before it answered.
@@ -222,6 +218,6 @@ async def probe_era(child: ChildProcess, *, timeout: float = PROBE_TIMEOUT) -> P
         raise ChildStartError(
             f"child exited during the era probe: {child.spec.name} (pid {child.pid}) {status}"
         ) from gone
-    result = ProbeResult(Era.LEGACY, f"no answer to server/discover within {timeout:g}s")
-    logger.info("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value, result.reason)
+    result = ProbeResult(Era.LEGACY, f"no answer to server/discover within {timeout:g}s", timed_out=True)
+    logger.debug("[%s pid %d] %s era: %s", child.spec.name, child.pid, result.era.value, result.reason)
     return result

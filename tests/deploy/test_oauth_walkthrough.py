@@ -328,7 +328,7 @@ async def test_with_the_sandbox_added_as_the_page_says_the_sdk_client_still_call
     bwrap_or_skip()
     # The sandbox is looked for after the call, in a child still running then: with `--child
     # auto` (the page's) that is the shared child only if the era probe got its answer within 5 s
-    # (bridge/_shared/eras.py, PROBE_TIMEOUT); on a loaded machine tests/sdk_server.py starts
+    # (--probe-timeout, PROBE_TIMEOUT in bridge/_daemon/config.py); on a loaded machine tests/sdk_server.py starts
     # slower than that, the verdict is legacy, the call's own child is stopped once it is done,
     # and the search found nothing until the test's deadline. One child kept started ahead
     # (--prespawn 1, sandboxed as every child) is there after the call whatever the verdict.

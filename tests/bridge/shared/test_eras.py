@@ -14,11 +14,11 @@ import trio
 
 from bridge import ChildSpec, ChildStartError, Limits, open_child
 from bridge._child.process import ChildProcess
+from bridge._daemon.config import PROBE_TIMEOUT
 from bridge._shared.eras import (
     MODERN_ERROR_CODES,
     MODERN_VERSION,
     PROBE_ID,
-    PROBE_TIMEOUT,
     Era,
     ProbeResult,
     classify_discover_reply,
@@ -226,7 +226,7 @@ def test_any_error_code_outside_the_modern_three_is_legacy_so_the_fallback_is_no
 async def test_a_dual_era_or_modern_example_server_probes_as_modern(era_flag: str) -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--era", era_flag)), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
     assert result == ProbeResult(
         Era.MODERN, "server/discover answered: supported versions 2026-07-28", ("2026-07-28",)
     )
@@ -235,7 +235,7 @@ async def test_a_dual_era_or_modern_example_server_probes_as_modern(era_flag: st
 async def test_a_legacy_example_server_probes_as_legacy_from_its_method_not_found() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--era", "legacy")), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
     assert result.era is Era.LEGACY
     assert result.reason == "server/discover failed with -32601 Method not found: server/discover"
 
@@ -248,7 +248,7 @@ async def test_a_server_that_never_answers_discover_probes_as_legacy_after_the_t
             assert trio.current_time() - started >= 0.3
             # The child is still usable: the next request is answered, not the probe.
             answer = await exchange(child, request(1, "ping"))
-    assert result == ProbeResult(Era.LEGACY, "no answer to server/discover within 0.3s")
+    assert result == ProbeResult(Era.LEGACY, "no answer to server/discover within 0.3s", timed_out=True)
     assert answer == {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
@@ -260,20 +260,20 @@ async def test_a_child_that_exits_at_once_raises_child_start_error_with_its_stat
                 match=r"child exited during the era probe: .*"
                 r"exited with status 7",
             ):
-                await probe_era(child)
+                await probe_era(child, timeout=PROBE_TIMEOUT)
 
 
 async def test_a_child_that_crashes_on_the_probe_raises_child_start_error() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--crash-after", "0")), LIMITS) as child:
             with pytest.raises(ChildStartError, match="exited with status 3"):
-                await probe_era(child)
+                await probe_era(child, timeout=PROBE_TIMEOUT)
 
 
 async def test_junk_lines_before_the_reply_are_skipped_and_counted_as_garbage() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--junk-every", "1")), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
             assert child.garbage_lines == 1
     assert result.era is Era.MODERN
 
@@ -298,7 +298,7 @@ sys.stdin.read()
 async def test_messages_before_the_reply_are_dropped_and_those_after_it_stay_in_the_channel() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(SCRIPTED)), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
             after = await child.channel.receive()
             assert child.garbage_lines == 1
     assert result.era is Era.MODERN
@@ -318,7 +318,7 @@ sys.stdin.read()
 async def test_a_reply_to_the_probe_that_is_not_valid_json_rpc_is_legacy_at_once() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(python_child(INVALID_REPLY)), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
     assert result.era is Era.LEGACY
     assert "cannot accept" in result.reason
 
@@ -327,7 +327,7 @@ async def test_the_verdict_is_logged_with_the_childs_name_and_pid(caplog: pytest
     caplog.set_level(logging.INFO, logger="bridge.eras")
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(example_server("--era", "legacy"), name="tools"), LIMITS) as child:
-            await probe_era(child)
+            await probe_era(child, timeout=PROBE_TIMEOUT)
             pid = child.pid
     assert f"[tools pid {pid}] legacy era: server/discover failed with -32601" in caplog.text
 
@@ -338,7 +338,7 @@ async def test_the_verdict_is_logged_with_the_childs_name_and_pid(caplog: pytest
 async def test_the_sdk_server_probes_as_modern_and_then_serves_a_modern_tools_list() -> None:
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(SDK_SERVER), LIMITS) as child:
-            result = await probe_era(child)
+            result = await probe_era(child, timeout=PROBE_TIMEOUT)
             tools = await exchange(child, request(2, "tools/list", modern()))
             called = await exchange(
                 child, request(3, "tools/call", modern({"name": "add", "arguments": {"a": 2, "b": 3}}))
@@ -363,7 +363,7 @@ async def test_after_the_probe_the_sdk_server_refuses_a_legacy_initialize_with_u
     )
     with trio.fail_after(TIMEOUT):
         async with open_child(ChildSpec(SDK_SERVER), LIMITS) as child:
-            assert (await probe_era(child)).era is Era.MODERN
+            assert (await probe_era(child, timeout=PROBE_TIMEOUT)).era is Era.MODERN
             refused = await exchange(child, initialize)
             still_modern = await exchange(child, request(5, "tools/list", modern()))
     assert refused["error"]["code"] == -32022
