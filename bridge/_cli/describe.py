@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._child.sandbox import Sandbox
-from .._daemon.config import ServeConfig
+from .._daemon.config import PROBE_TIMEOUT, ServeConfig
 from .._ops.plan import FleetPlan
 
 
@@ -45,6 +45,11 @@ def describe(servers: FleetPlan | Mapping[str, ServeConfig]) -> list[str]:
         )
         + f" ({config.child_mode})"
         + (f"; on demand, stopped after {config.idle_stop:g}s idle" if config.start == "on-demand" else "")
+        + (
+            f"; era probe waits {config.probe_timeout:g}s"
+            if config.child_mode == "auto" and config.probe_timeout != PROBE_TIMEOUT
+            else ""
+        )
         + _describe_sandbox(config.child.sandbox)
         + (f"; cannot start: {fleet.unavailable[name]}" if name in fleet.unavailable else "")
         + "".join(

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from bridge._cli.config import read, serve_configs
+from bridge._cli.describe import describe
 from bridge._cli.serve import build_serve_config
 from bridge._cli.serve_parser import serve_parser
 from bridge._daemon.config import PROBE_TIMEOUT
@@ -72,6 +73,13 @@ def test_probe_timeout_in_the_file_reaches_the_serve_config(tmp_path: Path) -> N
     assert serve_configs(read(str(path)))["a"].probe_timeout == 60
     path = server_file(tmp_path / "e.toml", "")
     assert serve_configs(read(str(path)))["a"].probe_timeout == PROBE_TIMEOUT
+
+
+def test_check_config_shows_a_probe_timeout_that_is_not_the_default(tmp_path: Path) -> None:
+    configs = serve_configs(read(str(server_file(tmp_path / "c.toml", 'probe_timeout = "20s"\n'))))
+    assert describe(configs) == ["a: x on unix:/x (auto); era probe waits 20s"]
+    configs = serve_configs(read(str(server_file(tmp_path / "d.toml", ""))))
+    assert describe(configs) == ["a: x on unix:/x (auto)"]
 
 
 @pytest.mark.parametrize(
