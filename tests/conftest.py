@@ -407,6 +407,19 @@ async def bridge_process(
 # -- processes ----------------------------------------------------------------------------------
 
 
+async def python_output(script: str) -> str:
+    """What ``python -c script`` prints, run by a fresh interpreter from the repository's root
+    (so that what it imports at start-up is measured); callers bound it with fail_after.
+
+    A script that fails fails the test, with its stderr.
+    """
+    result = await trio.run_process(
+        [sys.executable, "-c", script], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode()
+
+
 def process_exists(pid: int) -> bool:
     """Whether ``pid`` is a live (not zombie) process."""
     try:

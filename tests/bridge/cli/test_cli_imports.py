@@ -7,13 +7,12 @@ Each check runs in a fresh interpreter (this one has long imported everything) a
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
-from conftest import REPO, example_server
+from conftest import example_server, python_output
 
 TIMEOUT = 30  # seconds: one interpreter start-up, on a loaded CI machine
 
@@ -57,11 +56,8 @@ async def loaded_after(script: str, args: list[str]) -> tuple[str, list[str]]:
     """
     source = f"import json, sys\nARGS = {args!r}\n{script}\n{LOADED}"
     with trio.fail_after(TIMEOUT):
-        result = await trio.run_process(
-            [sys.executable, "-c", source], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    *printed, loaded = result.stdout.decode().splitlines()
+        output = await python_output(source)
+    *printed, loaded = output.splitlines()
     return "\n".join(printed), json.loads(loaded)
 
 

@@ -9,11 +9,10 @@ interpreter, since this one has long imported every room.
 from __future__ import annotations
 
 import json
-import sys
 
 import trio
 
-from conftest import REPO
+from conftest import python_output
 
 TIMEOUT = 30  # seconds: one interpreter start-up, on a loaded CI machine
 
@@ -35,13 +34,8 @@ print(json.dumps([type(address).__name__, loaded()]))
 
 async def test_deferred_schemes_are_listed_at_once_and_parsing_one_imports_its_room() -> None:
     with trio.fail_after(TIMEOUT):
-        result = await trio.run_process(
-            [sys.executable, "-c", SCRIPT], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    first, after_unix, after_ws, after_http = (
-        json.loads(line) for line in result.stdout.decode().splitlines()
-    )
+        output = await python_output(SCRIPT)
+    first, after_unix, after_ws, after_http = (json.loads(line) for line in output.splitlines())
     schemes, loaded = first
     assert {"ws", "wss", "http", "https", "http+fd", "unix", "tcp"} <= set(schemes)
     assert loaded == []
@@ -74,15 +68,8 @@ print(json.dumps(type(channels.parse_address("ws://127.0.0.1:7300/")).__name__))
 
 async def test_a_kind_registered_for_a_deferred_scheme_is_kept_when_its_room_loads_later() -> None:
     with trio.fail_after(TIMEOUT):
-        result = await trio.run_process(
-            [sys.executable, "-c", CLAIM_SCRIPT],
-            cwd=REPO,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    assert json.loads(result.stdout) == "MyWs"
+        output = await python_output(CLAIM_SCRIPT)
+    assert json.loads(output) == "MyWs"
 
 
 SOCKETS_SCRIPT = """
@@ -101,15 +88,8 @@ print(json.dumps([type(channels.parse_address("fd:mcp")).__name__, loaded()]))
 
 async def test_the_socket_kinds_but_unix_are_listed_at_once_and_load_on_first_use() -> None:
     with trio.fail_after(TIMEOUT):
-        result = await trio.run_process(
-            [sys.executable, "-c", SOCKETS_SCRIPT],
-            cwd=REPO,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    first, after_tcp, after_tls, after_fd = (json.loads(line) for line in result.stdout.decode().splitlines())
+        output = await python_output(SOCKETS_SCRIPT)
+    first, after_tcp, after_tls, after_fd = (json.loads(line) for line in output.splitlines())
     schemes, loaded = first
     assert {"unix", "tcp", "tls", "stdio", "fd"} <= set(schemes)
     assert loaded == []

@@ -9,14 +9,13 @@ long imported them) and reads its ``sys.modules``.
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import trio
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from conftest import REPO
+from conftest import python_output
 
 TIMEOUT = 30  # seconds: one interpreter start-up and the bridge's imports, on a loaded CI machine
 
@@ -77,11 +76,8 @@ print(json.dumps(sorted(m for m in set(sys.modules) - before if m.split(".")[0] 
 async def loaded_after(script: str) -> list[list[str]]:
     """Run ``script`` in a fresh interpreter; each line it printed, decoded (a list of package names)."""
     with trio.fail_after(TIMEOUT):
-        result = await trio.run_process(
-            [sys.executable, "-c", script], cwd=REPO, capture_stdout=True, capture_stderr=True, check=False
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    return [json.loads(line) for line in result.stdout.decode().splitlines() if line.startswith("[")]
+        output = await python_output(script)
+    return [json.loads(line) for line in output.splitlines() if line.startswith("[")]
 
 
 async def test_importing_bridge_and_channels_loads_none_of_the_oauth_packages() -> None:

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import stat
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ from channels import (
     parse_address,
 )
 
-from conftest import REPO, channel_pair
+from conftest import channel_pair, python_output
 
 TIMEOUT = 10
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -340,17 +339,8 @@ trio.run(main)
 
 async def test_a_tcp_listener_on_an_ip_address_loads_no_idna_codec_and_one_on_a_name_still_resolves() -> None:
     with trio.fail_after(30):  # one interpreter start-up, on a loaded CI machine
-        result = await trio.run_process(
-            [sys.executable, "-c", IDNA_SCRIPT],
-            cwd=REPO,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr.decode()
-    (ip_loaded, ip_addresses), (_, name_addresses) = (
-        json.loads(line) for line in result.stdout.decode().splitlines()
-    )
+        output = await python_output(IDNA_SCRIPT)
+    (ip_loaded, ip_addresses), (_, name_addresses) = (json.loads(line) for line in output.splitlines())
     assert not ip_loaded
     assert ip_addresses[0].startswith("tcp:127.0.0.1:")
     assert name_addresses
