@@ -295,6 +295,7 @@ async def running_bridge(
     child_mode: str = "per-connection",
     restart_policy: Any = None,
     start: str = "eager",
+    probe_timeout: float | None = None,
     **child: Any,
 ) -> AsyncIterator[Daemon]:
     """Run a :class:`Daemon` in this process; stop it gracefully on exit.
@@ -310,6 +311,7 @@ async def running_bridge(
         child_mode=child_mode,
         start=start,
         **({"restart_policy": restart_policy} if restart_policy is not None else {}),
+        **({"probe_timeout": probe_timeout} if probe_timeout is not None else {}),
     )
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:

@@ -9,8 +9,7 @@ is; the longer one is far past the delay and within the test's own deadline.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import trio
 
 from bridge import ChildSpec, Daemon, ServeConfig
 
-from conftest import LineClient, example_server, result_text
+from conftest import LineClient, example_server, result_text, running_bridge
 
 TIMEOUT = 30
 DELAY = 0.5  # seconds the slow child sleeps before it reads its stdin
@@ -31,22 +30,15 @@ def slow_to_start() -> tuple[str, ...]:
     return ("sh", "-c", f'sleep {DELAY} && exec "$@"', "sh", *example_server())
 
 
-@asynccontextmanager
-async def auto_bridge(sock_dir: Path, probe_timeout: float) -> AsyncIterator[Daemon]:
+def auto_bridge(sock_dir: Path, probe_timeout: float) -> AbstractAsyncContextManager[Daemon]:
     """A daemon in auto mode over the slow child, started eagerly (probed before it accepts)."""
-    config = ServeConfig(
-        listen=[f"unix:{sock_dir}/s.sock"],
-        child=ChildSpec(argv=slow_to_start(), name="slow"),
+    return running_bridge(
+        slow_to_start(),
+        [f"unix:{sock_dir}/s.sock"],
         child_mode="auto",
         probe_timeout=probe_timeout,
+        name="slow",
     )
-    daemon = Daemon(config)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run)
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
 
 
 def mode_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
