@@ -14,19 +14,14 @@ import trio
 from commands import admin_port, get, http
 
 from bridge._cli.config import read, serve_configs
-from bridge._cli.serve import build_serve_config
 from bridge._cli.serve_parser import serve_parser
 from bridge._daemon.config import IDLE_STOP
 from bridge._errors import ConfigError
 
+from cli_options import LISTEN, serve_config, server_file
 from conftest import EXAMPLE_SERVER, LineClient, bridge_process, poll, process_exists, result_text
 
 TIMEOUT = 20
-LISTEN = ["--listen", "unix:/tmp/unused.sock"]
-
-
-def serve_config(*flags: str):  # type: ignore[no-untyped-def]
-    return build_serve_config(serve_parser().parse_args([*LISTEN, *flags]), [sys.executable])
 
 
 def test_start_on_demand_and_idle_stop_on_the_command_line_reach_the_serve_config() -> None:
@@ -59,13 +54,6 @@ def test_a_malformed_start_or_idle_stop_is_a_usage_error_naming_the_option(
     with pytest.raises(SystemExit) as exit_info:
         serve_parser().parse_args([*LISTEN, *flags])
     assert exit_info.value.code == 2 and flags[0] in capsys.readouterr().err
-
-
-def server_file(path: Path, extra: str) -> Path:
-    path.write_text(
-        f'[servers.a]\ncommand = ["x"]\n{extra}[[servers.a.listeners]]\nkind = "unix"\npath = "/x"\n'
-    )
-    return path
 
 
 def test_start_on_demand_and_idle_stop_in_the_file_reach_the_serve_config(tmp_path: Path) -> None:

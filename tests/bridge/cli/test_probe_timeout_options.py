@@ -7,7 +7,6 @@ one child per connection and warns, naming the option.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,14 @@ import trio
 
 from bridge._cli.config import read, serve_configs
 from bridge._cli.describe import describe
-from bridge._cli.serve import build_serve_config
 from bridge._cli.serve_parser import serve_parser
 from bridge._daemon.config import PROBE_TIMEOUT
 from bridge._errors import ConfigError
 
+from cli_options import LISTEN, serve_config, server_file
 from conftest import LineClient, bridge_process, example_server, result_text
 
 TIMEOUT = 30
-LISTEN = ["--listen", "unix:/tmp/unused.sock"]
-
-
-def serve_config(*flags: str):  # type: ignore[no-untyped-def]
-    return build_serve_config(serve_parser().parse_args([*LISTEN, *flags]), [sys.executable])
 
 
 def test_probe_timeout_on_the_command_line_reaches_the_serve_config() -> None:
@@ -57,13 +51,6 @@ def test_a_malformed_probe_timeout_is_a_usage_error_naming_the_option(
     with pytest.raises(SystemExit) as exit_info:
         serve_parser().parse_args([*LISTEN, "--probe-timeout", "a while"])
     assert exit_info.value.code == 2 and "--probe-timeout" in capsys.readouterr().err
-
-
-def server_file(path: Path, extra: str) -> Path:
-    path.write_text(
-        f'[servers.a]\ncommand = ["x"]\n{extra}[[servers.a.listeners]]\nkind = "unix"\npath = "/x"\n'
-    )
-    return path
 
 
 def test_probe_timeout_in_the_file_reaches_the_serve_config(tmp_path: Path) -> None:
