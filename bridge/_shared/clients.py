@@ -182,12 +182,7 @@ class Clients:
             if client.changed is not None:  # notify_changed(), inlined
                 client.changed.set()
             if waiting >= self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
-                self.drop(
-                    client,
-                    "client-too-slow",
-                    f"its queue passed {self.limits.client_queue} messages or "
-                    f"{self.limits.client_queue_bytes} bytes",
-                )
+                self._drop_overflowed(client)
             return
         # The byte limit bounds what was already waiting: a single message larger than it (up to
         # --max-child-message) still reaches a client that keeps up.
@@ -197,12 +192,15 @@ class Clients:
         client.notify_writer()
         client.notify_changed()
         if len(client.outbox) > self.limits.client_queue or waiting_bytes > self.limits.client_queue_bytes:
-            self.drop(
-                client,
-                "client-too-slow",
-                f"its queue passed {self.limits.client_queue} messages or "
-                f"{self.limits.client_queue_bytes} bytes",
-            )
+            self._drop_overflowed(client)
+
+    def _drop_overflowed(self, client: Client) -> None:
+        """Disconnect a client whose queue passed its limits (either way of queueing)."""
+        self.drop(
+            client,
+            "client-too-slow",
+            f"its queue passed {self.limits.client_queue} messages or {self.limits.client_queue_bytes} bytes",
+        )
 
     def drop(self, client: Client, reason: str, detail: str) -> None:
         """Disconnect a client, for ``reason`` (the first one given stays)."""
