@@ -71,6 +71,28 @@ def example_server(*flags: str) -> tuple[str, ...]:
     return (sys.executable, str(EXAMPLE_SERVER), *flags)
 
 
+# A child that writes its pid to the file it is given (whole: written aside, then renamed) and then
+# reads nothing: requests pile up in front of it, until the test kills it.
+_DEAF_CHILD = r"""
+import os, sys, time
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+
+def deaf_child(pid_file: Path) -> tuple[str, ...]:
+    """argv of a child that reads nothing; :func:`deaf_child_pid` tells its pid once it runs."""
+    return (sys.executable, "-c", _DEAF_CHILD, str(pid_file))
+
+
+async def deaf_child_pid(pid_file: Path) -> int:
+    """The pid of :func:`deaf_child`'s child, once it has written it (callers bound it with fail_after)."""
+    await poll(pid_file.exists)
+    return int(pid_file.read_text())
+
+
 @pytest.fixture
 def sock_dir() -> Iterator[Path]:
     """A short private directory for Unix sockets (pytest's tmp_path can exceed sun_path)."""
