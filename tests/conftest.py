@@ -26,6 +26,7 @@ import pytest
 import trio
 
 from bridge import ChildSpec, Daemon, Limits, ServeConfig
+from bridge._daemon.config import IDLE_STOP, PROBE_TIMEOUT
 from channels import ConnectOptions, ListenOptions, MessageChannel, MessageListener, parse_address
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +69,28 @@ def _only_skip(exc: BaseException | None) -> pytest.skip.Exception | None:
 def example_server(*flags: str) -> tuple[str, ...]:
     """argv of the bundled example server with fault switches (see its docstring)."""
     return (sys.executable, str(EXAMPLE_SERVER), *flags)
+
+
+# A child that writes its pid to the file it is given (whole: written aside, then renamed) and then
+# reads nothing: requests pile up in front of it, until the test kills it.
+_DEAF_CHILD = r"""
+import os, sys, time
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+
+def deaf_child(pid_file: Path) -> tuple[str, ...]:
+    """argv of a child that reads nothing; :func:`deaf_child_pid` tells its pid once it runs."""
+    return (sys.executable, "-c", _DEAF_CHILD, str(pid_file))
+
+
+async def deaf_child_pid(pid_file: Path) -> int:
+    """The pid of :func:`deaf_child`'s child, once it has written it (callers bound it with fail_after)."""
+    await poll(pid_file.exists)
+    return int(pid_file.read_text())
 
 
 @pytest.fixture
@@ -283,6 +306,11 @@ async def pair_maker(
 
 # -- the bridge in this process -----------------------------------------------------------------
 
+# Seconds running_bridge's daemon may take to start (bind; with start="eager", start its child and
+# probe its era): the longest of the tests' own deadlines (TIMEOUT, 20 or 30 s), far above a start
+# (well under a second; a probe gives up after probe_timeout, 20 s at the longest in these tests).
+BRIDGE_START_TIMEOUT = 30
+
 
 @asynccontextmanager
 async def running_bridge(
@@ -295,12 +323,15 @@ async def running_bridge(
     child_mode: str = "per-connection",
     restart_policy: Any = None,
     start: str = "eager",
-    probe_timeout: float | None = None,
+    idle_stop: float = IDLE_STOP,
+    probe_timeout: float = PROBE_TIMEOUT,
     **child: Any,
 ) -> AsyncIterator[Daemon]:
     """Run a :class:`Daemon` in this process; stop it gracefully on exit.
 
-    ``daemon.addresses`` holds the bound addresses (real TCP ports) inside the block.
+    ``daemon.addresses`` holds the bound addresses (real TCP ports) inside the block. Its start is
+    bounded here (BRIDGE_START_TIMEOUT), for the tests that jump a MockClock and so cannot hold the
+    whole block under ``fail_after``.
     """
     config = ServeConfig(
         listen=tuple(parse_address(text) for text in listen),
@@ -310,12 +341,14 @@ async def running_bridge(
         prespawn=prespawn,
         child_mode=child_mode,
         start=start,
+        idle_stop=idle_stop,
+        probe_timeout=probe_timeout,
         **({"restart_policy": restart_policy} if restart_policy is not None else {}),
-        **({"probe_timeout": probe_timeout} if probe_timeout is not None else {}),
     )
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:
-        await nursery.start(daemon.run)
+        with trio.fail_after(BRIDGE_START_TIMEOUT):
+            await nursery.start(daemon.run)
         try:
             yield daemon
         finally:

@@ -4,7 +4,7 @@ Ids are kept as the client sent them: ``1`` and ``"1"`` are different requests (
 that distinction, and ``bool`` ids never get this far), so a reply is matched with its exact id.
 
 A request is *open* from :meth:`InFlight.open` until its reply has been written: the child's
-(:meth:`InFlight.writing`, then :meth:`InFlight.close`), or the bridge's error when it timed out
+(:meth:`InFlight.writing`, then :meth:`InFlight.written`), or the bridge's error when it timed out
 (:meth:`InFlight.time_out`, then :meth:`InFlight.answered`). Until then it is in flight, and
 answered by the relay if the connection ends (:meth:`InFlight.take_all`). Each step keeps the
 other answer out: a reply being written is not timed out, and the child's reply to a request that
@@ -97,28 +97,15 @@ class InFlight:
         """
         self._writing.update(request_ids)
 
-    def close(self, request_id: RequestId) -> bool:
-        """A reply arrived; return whether to forward it.
-
-        True if it answers a request in flight; False if it is late for a cancelled request or
-        answers nothing we know (drop it).
-        """
-        if request_id in self._ids:
-            del self._ids[request_id]
-            self._writing.discard(request_id)
-            return True
-        self._cancelled.pop(request_id, None)
-        return False
-
     def written(self, request_ids: Iterable[RequestId]) -> None:
-        """The replies to these requests, marked :meth:`writing`, were written: :meth:`close` each.
+        """The replies to these requests, marked :meth:`writing`, were written: each is closed.
 
         One cancelled meanwhile was closed then (:meth:`cancel`), and its id may already be in
         use again by a new request, which stays open: the id is closed only if still marked.
         """
         ids, writing = self._ids, self._writing
         for request_id in request_ids:
-            # Marked means it is the same request: close, cancel and take_all unmark what they
+            # Marked means it is the same request: cancel and take_all unmark what they
             # close, and open refuses an id while it is in flight.
             if request_id in writing:
                 del ids[request_id]

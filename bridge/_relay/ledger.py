@@ -20,6 +20,7 @@ import trio
 from channels import JSONObject, MessageChannel
 
 from .._errors import REQUEST_TIMEOUT, error_response
+from .cancellations import TimeoutCancellations
 from .inflight import InFlight
 
 logger = logging.getLogger("bridge.relay")
@@ -61,12 +62,7 @@ class Ledger:
     # that is also deadline order, so a deque replaces a heap.
     _deadlines: deque[tuple[float, Any, int]] = attrs.field(init=False)
     _deadline_added: trio.Event = attrs.field(init=False)
-    # Cancellations of requests that timed out, not written to the child yet: at most
-    # max_in_flight (the requests one connection may have at the child), the oldest dropped
-    # beyond. A child that reads nothing for that long loses a cancellation, which only asks it
-    # to stop early: its late reply is dropped either way.
-    _cancellations: deque[JSONObject] = attrs.field(init=False)
-    _cancellation_added: trio.Event = attrs.field(init=False)
+    _cancellations: TimeoutCancellations = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.in_flight = InFlight(self.max_in_flight)
@@ -74,8 +70,7 @@ class Ledger:
         if self.request_timeout is not None:
             self._deadlines = deque()
             self._deadline_added = trio.Event()
-            self._cancellations = deque(maxlen=self.max_in_flight)
-            self._cancellation_added = trio.Event()
+            self._cancellations = TimeoutCancellations(self.max_in_flight)
 
     def opened(self, request_id: Any, lists_tools: bool = False) -> None:
         """A client request is forwarded: it is in flight, with a deadline if there is a timeout.
@@ -161,6 +156,7 @@ class Ledger:
         reply, if any, is dropped.
         """
         timeout = self.request_timeout
+        assert timeout is not None  # run only with a timeout
         cancelling = False  # the task that writes cancellations starts with the first timeout
         async with trio.open_nursery() as nursery:
             while True:
@@ -175,14 +171,7 @@ class Ledger:
                     continue
                 in_flight.time_out(request_id)
                 logger.info("%s: request %r timed out after %gs", client.peer, request_id, timeout)
-                self._cancellations.append(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": {"requestId": request_id, "reason": f"timed out after {timeout:g}s"},
-                    }
-                )
-                self._cancellation_added.set()
+                self._cancellations.add(request_id, timeout)
                 if not cancelling:
                     cancelling = True
                     nursery.start_soon(self._send_cancellations, send_to_child)
@@ -197,10 +186,5 @@ class Ledger:
     async def _send_cancellations(self, send_to_child: Callable[[list[JSONObject]], Awaitable[bool]]) -> None:
         """Write the cancellations of requests that timed out to the child, as it reads them."""
         while True:
-            while not self._cancellations:
-                self._cancellation_added = trio.Event()
-                await self._cancellation_added.wait()
-            cancellations = list(self._cancellations)
-            self._cancellations.clear()
-            if not await send_to_child(cancellations):
+            if not await send_to_child(await self._cancellations.take()):
                 return  # the child's stdin is closed: the connection is ending

@@ -23,6 +23,7 @@ from channels import INVALID_REQUEST, JSONObject
 
 from .._errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, error_response, too_many_requests
 from .._limits import Limits
+from .._relay.cancellations import TimeoutCancellations
 from .._relay.inflight import DuplicateRequest, TooManyRequests
 from .._relay.scopes import ToolScopes
 from .clients import Client
@@ -65,15 +66,10 @@ class Admission:
     # also deadline order); wire ids are never reused, so a stale entry is simply not found.
     _deadlines: deque[tuple[float, int]] = attrs.field(init=False, factory=deque)
     _deadline_added: trio.Event = attrs.field(init=False, factory=trio.Event)
-    # Cancellations of requests that timed out, not written to the child yet: at most
-    # max_in_flight (as many as one client may have at the child), the oldest dropped beyond. A
-    # child that reads nothing for that long loses a cancellation, which only asks it to stop
-    # early: its late reply is dropped either way.
-    _cancellations: deque[JSONObject] = attrs.field(init=False)
-    _cancellation_added: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _cancellations: TimeoutCancellations = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._cancellations = deque(maxlen=self.limits.max_in_flight)
+        self._cancellations = TimeoutCancellations(self.limits.max_in_flight)
 
     @property
     def admits_at_once(self) -> bool:
@@ -191,14 +187,7 @@ class Admission:
                     ),
                     256,
                 )
-                self._cancellations.append(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": {"requestId": wire, "reason": f"timed out after {timeout:g}s"},
-                    }
-                )
-                self._cancellation_added.set()
+                self._cancellations.add(wire, timeout)
 
     async def _send_cancellations(
         self, send_to_child: Callable[[Sequence[JSONObject]], Awaitable[bool]]
@@ -208,9 +197,4 @@ class Admission:
         With no child to write to (it is restarting), they are dropped: its requests went with it.
         """
         while True:
-            while not self._cancellations:
-                self._cancellation_added = trio.Event()
-                await self._cancellation_added.wait()
-            cancellations = list(self._cancellations)
-            self._cancellations.clear()
-            await send_to_child(cancellations)
+            await send_to_child(await self._cancellations.take())

@@ -189,6 +189,18 @@ def decode_strict(line: bytes | str) -> JSONObject:
     return message  # type: ignore[no-any-return]
 
 
+def decode_json(text: str) -> Any:
+    """``text`` as JSON of any shape (a batch's array), as strictly as :func:`decode` reads it.
+
+    No NaN or Infinity, no number that overflows; lone surrogates are the caller's to refuse.
+
+    Raises:
+        ValueError: not acceptable JSON.
+        RecursionError: nested too deeply.
+    """
+    return _DECODER.decode(text)
+
+
 def _has_lone_surrogate(message: Any) -> bool:
     try:
         encode(message)

@@ -43,8 +43,6 @@ Sources, cited by short name in the comments below, each as read at the commit n
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -52,7 +50,7 @@ from typing import Any, Literal
 
 from .._core.errors import InvalidMessage, ProtocolError
 from .._core.guard import Headers, header_values
-from .._core.jsonrpc import JSONObject, RequestId, decode, encode, validate
+from .._core.jsonrpc import JSONObject, RequestId, decode, decode_json, encode, validate
 from .headers import (
     ASSUMED_VERSION,
     CLIENT_CAPABILITIES_KEY,
@@ -215,22 +213,6 @@ def _media_type(value: bytes) -> str:
 # -- The body ---------------------------------------------------------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"number {text[:40]!r} is out of range")
-    return value
-
-
-# Only for arrays (a 2025-03-26 batch): single messages go through channels._core.jsonrpc.decode. The
-# same strictness as there: no NaN or Infinity, no number that overflows.
-_BATCH_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-
-
 def parse_body(body: bytes) -> JSONObject | list[JSONObject] | HttpRefusal:
     """Read a POST body: one JSON-RPC message, or an array of them (a JSON-RPC batch).
 
@@ -251,7 +233,7 @@ def parse_body(body: bytes) -> JSONObject | list[JSONObject] | HttpRefusal:
             return protocol_refusal(exc)
     try:
         text = body.decode("utf-8")
-        batch = _BATCH_DECODER.decode(text)
+        batch = decode_json(text)
         if "\\" in text:
             encode(batch)  # a lone surrogate (only an escape can make one) cannot be encoded
     except RecursionError:

@@ -7,39 +7,27 @@ real rate, jumped past ``idle_stop`` outside ``fail_after``).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from bridge import ChildSpec, Daemon, ServeConfig
+from bridge import Daemon
 
-from conftest import LineClient, example_server, poll, process_exists, result_text
+from conftest import LineClient, example_server, poll, process_exists, result_text, running_bridge
 
 TIMEOUT = 20
 IDLE = 3600.0  # virtual seconds: reached only by jumping the clock
 
 
-@asynccontextmanager
-async def on_demand(sock_dir: Path, **options: object) -> AsyncIterator[Daemon]:
-    config = ServeConfig(
-        listen=[f"unix:{sock_dir}/s.sock"],
-        child=ChildSpec(argv=example_server(), name="od"),
-        start="on-demand",
-        idle_stop=IDLE,
-        **options,  # type: ignore[arg-type]
+def on_demand(sock_dir: Path, **options: Any) -> AbstractAsyncContextManager[Daemon]:
+    """A daemon serving the example server on demand, stopping its child only when the clock is jumped."""
+    return running_bridge(
+        example_server(), [f"unix:{sock_dir}/s.sock"], start="on-demand", idle_stop=IDLE, **options
     )
-    daemon = Daemon(config)
-    async with trio.open_nursery() as nursery:
-        with trio.fail_after(TIMEOUT):
-            await nursery.start(daemon.run)
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
 
 
 async def idle_period_passes(daemon: Daemon, clock: trio.testing.MockClock) -> None:

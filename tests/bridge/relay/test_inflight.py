@@ -1,4 +1,4 @@
-"""A request's reply, once written, closes it, as :meth:`InFlight.close` would (bridge/_relay/inflight.py)."""
+"""A request's reply, once written, closes it (:meth:`InFlight.written`, bridge/_relay/inflight.py)."""
 
 from __future__ import annotations
 

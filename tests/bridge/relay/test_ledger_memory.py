@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bridge._relay.ledger import Ledger
 
-TIMEOUT_ONLY = ("_deadlines", "_deadline_added", "_cancellations", "_cancellation_added")
+TIMEOUT_ONLY = ("_deadlines", "_deadline_added", "_cancellations")
 
 
 def test_a_ledger_without_a_request_timeout_makes_none_of_the_timeouts_queues_or_events() -> None:

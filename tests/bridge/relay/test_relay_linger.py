@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import ssl
-import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,18 +24,9 @@ from typing import Any
 
 import trio
 
-from conftest import TlsFiles, poll, request, running_bridge
+from conftest import TlsFiles, deaf_child, deaf_child_pid, request, running_bridge
 
 TIMEOUT = 20
-
-# A child that says who it is and then reads nothing: requests pile up in front of it.
-DEAF_CHILD = r"""
-import os, sys, time
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-time.sleep(600)
-"""
 
 # Requests pipelined before the kill (fewer than the 256 a connection may have in flight, so
 # that all are forwarded and answered as in flight); then written at once after the first reply
@@ -104,13 +94,11 @@ async def serve_a_client_still_writing(
     a loaded machine, it reads larger pieces (``read_size``), still writing after each.
     """
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), [listen], **options
-        ) as daemon:
+        async with running_bridge(deaf_child(pid_file), [listen], **options) as daemon:
             client = Client(await open_stream(daemon.addresses[0]))
-            await poll(pid_file.exists)
+            pid = await deaf_child_pid(pid_file)
             await client.write(FIRST)
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
             while not client.replies:
                 assert await client.read(), "the connection ended before any reply"
             await client.write(SECOND)

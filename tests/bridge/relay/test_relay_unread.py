@@ -10,25 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from conftest import LineClient, poll, request, running_bridge
+from conftest import LineClient, deaf_child, deaf_child_pid, request, running_bridge
 
 TIMEOUT = 20
-
-# A child that says who it is and then reads nothing: requests pile up in front of it.
-DEAF_CHILD = r"""
-import os, sys, time
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-time.sleep(600)
-"""
 
 # Requests of about 1 KiB, 300 of them: 300 KiB is more than the child's stdin pipe (64 KiB) and
 # what the relay reads ahead (a batch in hand and one 64 KiB read) can take, so that some are
@@ -47,12 +37,9 @@ async def test_every_request_sent_before_a_per_connection_child_is_killed_gets_e
 ) -> None:
     pid_file = sock_dir / "child.pid"
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), [f"unix:{sock_dir}/u.sock"]
-        ) as daemon:
+        async with running_bridge(deaf_child(pid_file), [f"unix:{sock_dir}/u.sock"]) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            await poll(pid_file.exists)
-            pid = int(pid_file.read_text())
+            pid = await deaf_child_pid(pid_file)
             payload = b"".join(json.dumps(padded(n)).encode() + b"\n" for n in range(REQUESTS))
             await client.send_raw(payload)  # completes: what the child does not take, buffers hold
             os.kill(pid, signal.SIGKILL)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import stat
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -28,6 +28,7 @@ from conftest import (
     poll,
     process_exists,
     result_text,
+    running_bridge,
     wait_until_gone,
 )
 
@@ -36,25 +37,18 @@ IDLE = 3600.0  # virtual seconds: reached only by jumping the clock
 FAST_RESTARTS = RestartPolicy(floor=0.01, cap=0.05, crash_limit=2, crash_window=IDLE)
 
 
-@asynccontextmanager
-async def on_demand(sock_dir: Path, argv: tuple[str, ...] = (), **options: object) -> AsyncIterator[Daemon]:
+def on_demand(
+    sock_dir: Path, argv: tuple[str, ...] = (), **options: Any
+) -> AbstractAsyncContextManager[Daemon]:
     """A daemon serving ``argv`` (the example server) with one shared child, on demand."""
-    config = ServeConfig(
-        listen=[f"unix:{sock_dir}/s.sock"],
-        child=ChildSpec(argv=argv or example_server(), name="od"),
+    return running_bridge(
+        argv or example_server(),
+        [f"unix:{sock_dir}/s.sock"],
         child_mode="shared",
         start="on-demand",
         idle_stop=IDLE,
-        **options,  # type: ignore[arg-type]
+        **options,
     )
-    daemon = Daemon(config)
-    async with trio.open_nursery() as nursery:
-        with trio.fail_after(TIMEOUT):
-            await nursery.start(daemon.run)
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
 
 
 async def pass_idle_period(daemon: Daemon, clock: trio.testing.MockClock) -> None:

@@ -27,7 +27,7 @@ from channels import (
     kind,
     validate,
 )
-from channels._core.jsonrpc import sniff_leading_id
+from channels._core.jsonrpc import decode_json, sniff_leading_id
 
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
@@ -345,3 +345,15 @@ def test_the_fast_path_of_validate_agrees_with_the_thorough_checks(message: dict
     except InvalidMessage:
         got = InvalidMessage
     assert got == expected
+
+
+def test_decode_json_reads_any_shape_with_exact_integers_and_the_same_strictness_as_decode() -> None:
+    # A 2025-03-26 batch's array (channels/_mcp/admission.py) is read by it.
+    assert decode_json('[{"id": 123456789012345678901234567890}, 1.5, "x"]') == [
+        {"id": 123456789012345678901234567890},
+        1.5,
+        "x",
+    ]
+    for text in ("[NaN]", '{"a": Infinity}', "[-Infinity]", "[1e400]"):
+        with pytest.raises(ValueError, match=r"not valid JSON|out of range"):
+            decode_json(text)

@@ -19,24 +19,14 @@ import json
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from conftest import poll, request, running_bridge
+from conftest import deaf_child, deaf_child_pid, poll, request, running_bridge
 
 TIMEOUT = 20
-
-# A child that says who it is and then reads nothing: requests pile up in front of it.
-DEAF_CHILD = r"""
-import os, sys, time
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-time.sleep(600)
-"""
 
 # The client's receive buffer is kept small, so that what it has not read yet waits in the bridge's.
 READ_SIZE = 4096
@@ -126,15 +116,13 @@ async def test_a_ws_client_that_writes_after_the_bridge_ended_reads_every_reply_
 ) -> None:
     pid_file = sock_dir / "child.pid"
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            (sys.executable, "-c", DEAF_CHILD, str(pid_file)), ["ws://127.0.0.1:0/"]
-        ) as daemon:
+        async with running_bridge(deaf_child(pid_file), ["ws://127.0.0.1:0/"]) as daemon:
             client = await Client.open(daemon.addresses[0])
             bridge_port = int(daemon.addresses[0].rstrip("/").rpartition(":")[2])
             client_port = client.stream.socket.getsockname()[1]
-            await poll(pid_file.exists)
+            pid = await deaf_child_pid(pid_file)
             await client.write(UNREAD)
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
             # The bridge has answered, sent its close frame and shut its write side; part of
             # that still waits in its send buffer, since the client has read nothing yet. The
             # client writes one more request, as a client does that has not read that far.
