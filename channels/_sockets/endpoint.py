@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import attrs
 
 from .._core.address import AddressError
-from .._core.oauth import OAuthSettings
 from .._core.options import ListenError
 from .tcp import format_host_port
+
+if TYPE_CHECKING:
+    from .._core.oauth import OAuthSettings  # a listener given OAuth settings has loaded it
 
 
 @attrs.frozen

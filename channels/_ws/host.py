@@ -48,7 +48,6 @@ from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
 from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
 from .address import SecureWebSocketAddress, WebSocketAddress
 from .mount import WebSocketMount, WebSocketMountListener
-from .oauth import WsOAuth
 from .upgrade import read_upgrade, refuse_upgrade
 
 logger = logging.getLogger("channels.websocket")
@@ -265,6 +264,8 @@ class WebSocketHost:
         if options.oauth is not None:  # audience: the mount's own URL unless configured
             options = attrs.evolve(options, oauth=resolve_audience(options.oauth, endpoint, address))
             assert options.oauth is not None
+            from .oauth import WsOAuth  # OAuth's machinery loads only where a mount uses it
+
             oauth = WsOAuth(options.oauth, options.tokens)
             guard = attrs.evolve(guard, tokens=None)
         mount = WebSocketMount(address.name, endpoint, guard, options, oauth)

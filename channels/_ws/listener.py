@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import NoReturn, final
+from typing import TYPE_CHECKING, NoReturn, final
 
 import attrs
 import trio
@@ -25,8 +25,10 @@ from .._core.unwrap import single_exception
 from .._sockets.endpoint import Endpoint
 from .._sockets.tcp import accept_tcp, format_host_port
 from .channel import WebSocketChannel
-from .oauth import WsOAuth
 from .upgrade import Upgrade, accept_upgrade
+
+if TYPE_CHECKING:
+    from .oauth import WsOAuth  # with ListenOptions.oauth only: it loads channels._oauth
 
 
 @final
@@ -119,7 +121,11 @@ class WebSocketListener(MessageListener):
     ) -> None:
         self._listener = listener
         self._endpoint = endpoint
-        self._oauth = WsOAuth(options.oauth, options.tokens) if options.oauth is not None else None
+        self._oauth = None
+        if options.oauth is not None:
+            from .oauth import WsOAuth
+
+            self._oauth = WsOAuth(options.oauth, options.tokens)
         self._guard = attrs.evolve(guard, tokens=None) if self._oauth is not None else guard
         self._options = options
         self._tls = tls

@@ -1,4 +1,5 @@
-"""What the WebSocket room imports: websockets' needless ``importlib.metadata`` import is deferred.
+"""What the WebSocket room imports: websockets' needless ``importlib.metadata`` import is deferred, and
+OAuth's machinery loads only for a listener given OAuth settings.
 
 Each check runs in a fresh interpreter (this one has long imported everything) and reads its
 ``sys.modules``, as tests/bridge/cli/test_cli_imports.py does.
@@ -58,3 +59,23 @@ async def test_an_importlib_metadata_imported_before_the_websocket_room_is_left_
     [[same, websockets_version]] = await lines_of(ALREADY_IMPORTED)
     assert same is True
     assert websockets_version
+
+
+# A WebSocket listener without OAuth settings, opened and closed; then which OAuth modules are loaded.
+OAUTH_MODULES = ("channels._oauth", "channels._core.oauth", "channels._ws.oauth")
+LISTENING = f"""
+import json, sys
+import trio
+from channels import ListenOptions, WebSocketAddress
+
+async def main():
+    for listener in await WebSocketAddress.parse("ws://127.0.0.1:0/mcp").listen(ListenOptions()):
+        await listener.aclose()
+
+trio.run(main)
+print(json.dumps(sorted(m for m in {OAUTH_MODULES!r} if m in sys.modules)))
+"""
+
+
+async def test_a_websocket_listener_without_oauth_loads_no_oauth_module() -> None:
+    assert await lines_of(LISTENING) == [[]]
