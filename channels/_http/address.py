@@ -27,7 +27,6 @@ from .._sockets.activation import activated_fds, adopt, listen_only
 from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners
 from .accepting import HttpSocket
-from .client.channel import open_http_client
 from .server.front import HttpFront
 from .server.oauth import HttpOAuth
 from .server.service import HttpService
@@ -218,6 +217,8 @@ class _HttpAddress(Address):
             ConnectError: the server cannot be reached (no connection, a failed TLS handshake,
                 an unusable PEM file).
         """
+        from .client.channel import open_http_client  # a serving bridge never loads the client
+
         async with open_http_client(self.endpoint, options) as channel:
             yield channel
 
