@@ -28,7 +28,6 @@ from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners
 from .accepting import HttpSocket
 from .server.front import HttpFront
-from .server.oauth import HttpOAuth
 from .server.service import HttpService
 
 logger = logging.getLogger("channels.http")
@@ -142,6 +141,8 @@ def http_service(
     oauth = None
     if options.oauth is not None:
         settings = resolve_audience(options.oauth, bound, address)
+        from .server.oauth import HttpOAuth  # OAuth's machinery loads only where it is used
+
         oauth = HttpOAuth(settings, options.tokens, endpoint.path)
     return HttpService(endpoint, guard, options, ticker, oauth, **kwargs)
 

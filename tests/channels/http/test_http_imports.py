@@ -1,4 +1,5 @@
-"""What the HTTP room imports: its client (and h11, which only the client uses) loads on first use.
+"""What the HTTP room imports: its client (and h11, which only the client uses) loads on first use, and
+OAuth's verifier only for a listener given OAuth settings.
 
 Each check runs in a fresh interpreter (this one has long imported everything) and reads its
 ``sys.modules``, as tests/bridge/cli/test_cli_imports.py does.
@@ -17,6 +18,9 @@ TIMEOUT = 30  # seconds: one interpreter start-up and the HTTP room's imports, o
 # What only an HTTP client needs.
 CLIENT_ONLY = ("h11", "channels._http.client", "channels._mcp.client")
 
+# OAuth's verifier and the HTTP listener's check of access tokens.
+OAUTH_ONLY = ("channels._oauth", "channels._http.server.oauth")
+
 # An HTTP listener opened and closed, the modules loaded; then the client's public name.
 LISTENING = f"""
 import json, sys
@@ -24,7 +28,7 @@ import trio
 from channels import HttpAddress, ListenOptions
 
 def loaded():
-    return sorted(w for w in {CLIENT_ONLY!r} if any(m == w or m.startswith(w + ".") for m in sys.modules))
+    return sorted(w for w in {CLIENT_ONLY + OAUTH_ONLY!r} if any(m == w or m.startswith(w + ".") for m in sys.modules))
 
 async def main():
     for listener in await HttpAddress.parse("http://127.0.0.1:0/mcp").listen(ListenOptions()):
@@ -37,7 +41,7 @@ print(json.dumps([HttpClientChannel.__name__, loaded()]))
 """
 
 
-async def test_an_http_listener_loads_no_client_module_until_the_client_is_asked_for() -> None:
+async def test_an_http_listener_loads_no_client_or_oauth_module_until_one_is_asked_for() -> None:
     with trio.fail_after(TIMEOUT):
         output = await python_output(LISTENING)
     serving, (name, after) = (json.loads(line) for line in output.splitlines())
