@@ -11,7 +11,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, NoReturn, Self, final
+from typing import TYPE_CHECKING, Any, NoReturn, Self, final
 
 import attrs
 import trio
@@ -22,13 +22,15 @@ from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
 from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
 from .._core.ticker import Ticker
-from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
-from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience, server_tls
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners
 from .accepting import HttpSocket
 from .server.front import HttpFront
 from .server.service import HttpService
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # https:// and wss:// only (server_tls loads it)
 
 logger = logging.getLogger("channels.http")
 # What an https:// listener offers in TLS's protocol negotiation: HTTP/1.1 only (no h2).
@@ -189,7 +191,7 @@ class _HttpAddress(Address):
                 authentication or opt-out, or the bind failed.
         """
         endpoint = self.endpoint
-        tls = ServerTls.load(self, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
+        tls = server_tls(endpoint, self, options, alpn=ALPN_PROTOCOLS)
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         if options.oauth is not None:  # a bind on a wildcard host without an audience: refused unbound
             resolve_audience(options.oauth, endpoint, self)

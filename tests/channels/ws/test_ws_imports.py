@@ -1,5 +1,5 @@
 """What the WebSocket room imports: websockets' needless ``importlib.metadata`` import is deferred, and
-OAuth's machinery loads only for a listener given OAuth settings.
+OAuth's machinery loads only for a listener given OAuth settings, TLS's only for ``wss://``.
 
 Each check runs in a fresh interpreter (this one has long imported everything) and reads its
 ``sys.modules``, as tests/bridge/cli/test_cli_imports.py does.
@@ -61,8 +61,9 @@ async def test_an_importlib_metadata_imported_before_the_websocket_room_is_left_
     assert websockets_version
 
 
-# A WebSocket listener without OAuth settings, opened and closed; then which OAuth modules are loaded.
+# A ws:// listener without OAuth settings, opened and closed; then which OAuth and TLS modules are loaded.
 OAUTH_MODULES = ("channels._oauth", "channels._core.oauth", "channels._ws.oauth")
+TLS_MODULES = ("channels._core.tlscontext", "channels._core.tlsstream", "channels._sockets.tls")
 LISTENING = f"""
 import json, sys
 import trio
@@ -73,9 +74,9 @@ async def main():
         await listener.aclose()
 
 trio.run(main)
-print(json.dumps(sorted(m for m in {OAUTH_MODULES!r} if m in sys.modules)))
+print(json.dumps(sorted(m for m in {OAUTH_MODULES + TLS_MODULES!r} if m in sys.modules)))
 """
 
 
-async def test_a_websocket_listener_without_oauth_loads_no_oauth_module() -> None:
+async def test_a_ws_listener_without_oauth_loads_no_oauth_or_tls_module() -> None:
     assert await lines_of(LISTENING) == [[]]
