@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     )
     from ._core.oauth import OAuthSettings, Principal  # noqa: F401
     from ._http import *  # noqa: F403
+    from ._http.client.channel import HttpClientChannel  # noqa: F401
     from ._oauth import *  # noqa: F403
     from ._sockets import *  # noqa: F403
     from ._sockets.activation import FdAddress, take_activated_sockets  # noqa: F401
@@ -104,10 +105,15 @@ __all__ += _LAZY_ROOMS["_http"]
 fixup_module_metadata(__name__, [*_CORE_AT_ONCE, *_SOCKETS_AT_ONCE], globals())
 
 
-def _load(room: str) -> None:
-    """Import a lazy room and keep its public names here, shown under this package's name."""
+def _load(room: str, wanted: str | None = None) -> None:
+    """Import a lazy room and keep its public names here, shown under this package's name.
+
+    Names the room itself imports on first use (its ``DEFERRED``) are taken only when ``wanted``.
+    """
     module = importlib.import_module(f"{__name__}.{room}")
-    values = {name: getattr(module, name) for name in _LAZY_ROOMS[room]}
+    deferred = getattr(module, "DEFERRED", {})
+    names = [name for name in _LAZY_ROOMS[room] if name not in deferred or name == wanted]
+    values = {name: getattr(module, name) for name in names}
     fixup_module_metadata(__name__, values, values)
     globals().update(values)
 
@@ -135,7 +141,7 @@ def __getattr__(name: str) -> Any:
     room = _ROOM_OF.get(name)
     if room is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    _load(room)
+    _load(room, name)
     return globals()[name]
 
 

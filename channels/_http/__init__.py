@@ -7,21 +7,28 @@ listener (one HTTP/1.1 connection, the routes, sessions and response streams); `
 client channel ``mcp-bridge connect http://...`` uses.
 
 Import rule: ``channels._core``, ``channels._sockets``, ``channels._mcp`` and ``channels._oauth``;
-``server`` and ``client`` never import each other.
+``server`` and ``client`` never import each other. The client (and h11, which only it uses) is
+imported on first use: a bridge serving HTTP never connects as an HTTP client.
 """
 
+from typing import TYPE_CHECKING
+
+from .._core.exports import import_on_first_use
 from .address import (
     HttpAddress,
     HttpFdAddress,
     HttpsAddress,
 )
-from .client.channel import (
-    HttpClientChannel,
-)
 from .host import (
     HttpHost,
     HttpMountAddress,
 )
+
+if TYPE_CHECKING:
+    from .client.channel import HttpClientChannel
+
+# The public names imported on first use, and the module of each.
+DEFERRED = {"HttpClientChannel": "client.channel"}
 
 __all__ = [
     "HttpAddress",
@@ -31,3 +38,6 @@ __all__ = [
     "HttpMountAddress",
     "HttpsAddress",
 ]
+
+
+__getattr__ = import_on_first_use(__name__, DEFERRED, globals())

@@ -11,15 +11,17 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import trio
 
 from .._core.channel import PeerInfo
 from .._core.options import TcpKeepalive
-from .._core.tlscontext import ServerTls
 from .._sockets.tcp import accept_tcp
 from .server.front import HttpFront
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # https:// and wss:// only (server_tls loads it)
 
 logger = logging.getLogger("channels.http")
 

@@ -11,7 +11,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, NoReturn, Self, final
+from typing import TYPE_CHECKING, Any, NoReturn, Self, final
 
 import attrs
 import trio
@@ -22,15 +22,15 @@ from .._core.guard import RequestGuard
 from .._core.listener import Incoming, IncomingHandler, MessageListener
 from .._core.options import ConnectOptions, ListenError, ListenOptions, TcpKeepalive
 from .._core.ticker import Ticker
-from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt, listen_only
-from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience, server_tls
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners
 from .accepting import HttpSocket
-from .client.channel import open_http_client
 from .server.front import HttpFront
-from .server.oauth import HttpOAuth
 from .server.service import HttpService
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # https:// and wss:// only (server_tls loads it)
 
 logger = logging.getLogger("channels.http")
 # What an https:// listener offers in TLS's protocol negotiation: HTTP/1.1 only (no h2).
@@ -143,6 +143,8 @@ def http_service(
     oauth = None
     if options.oauth is not None:
         settings = resolve_audience(options.oauth, bound, address)
+        from .server.oauth import HttpOAuth  # OAuth's machinery loads only where it is used
+
         oauth = HttpOAuth(settings, options.tokens, endpoint.path)
     return HttpService(endpoint, guard, options, ticker, oauth, **kwargs)
 
@@ -189,7 +191,7 @@ class _HttpAddress(Address):
                 authentication or opt-out, or the bind failed.
         """
         endpoint = self.endpoint
-        tls = ServerTls.load(self, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
+        tls = server_tls(endpoint, self, options, alpn=ALPN_PROTOCOLS)
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         if options.oauth is not None:  # a bind on a wildcard host without an audience: refused unbound
             resolve_audience(options.oauth, endpoint, self)
@@ -218,6 +220,8 @@ class _HttpAddress(Address):
             ConnectError: the server cannot be reached (no connection, a failed TLS handshake,
                 an unusable PEM file).
         """
+        from .client.channel import open_http_client  # a serving bridge never loads the client
+
         async with open_http_client(self.endpoint, options) as channel:
             yield channel
 

@@ -10,18 +10,21 @@ it with its own options when mounted.
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from .._core.address import AddressError
 from .._core.options import ListenOptions
-from .._core.tlscontext import ServerTls
 from .._sockets.activation import activated_fds, adopt
-from .._sockets.endpoint import Endpoint, parse_endpoint
+from .._sockets.endpoint import Endpoint, parse_endpoint, server_tls
 from .._sockets.tcp import check_exposure, format_host_port, is_loopback, open_tcp_listeners
 from .accepting import HttpSocket
 from .address import ALPN_PROTOCOLS
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # https:// and wss:// only (server_tls loads it)
 
 
 @attrs.frozen
@@ -62,7 +65,7 @@ async def bind_shared(text: str, options: ListenOptions, prefix: str, *, guarded
             f"{text!r}: a shared listener takes no path; its servers are mounted under a prefix"
         )
     address = text.rstrip("/")
-    tls = ServerTls.load(address, options, alpn=ALPN_PROTOCOLS) if endpoint.secure else None
+    tls = server_tls(endpoint, address, options, alpn=ALPN_PROTOCOLS)
     loopback = await _loopback(address, endpoint.host, options, endpoint.secure, guarded=guarded)
     listeners = await open_tcp_listeners(address, endpoint.host, endpoint.port)
     port = listeners[0].socket.getsockname()[1]

@@ -41,7 +41,6 @@ from .._sockets.activation import listen_only
 from .._sockets.tcp import check_exposure
 from .address import http_service
 from .binding import Bound, bind_shared
-from .client.channel import open_http_client
 from .mount import HttpMountListener
 from .server.call import HttpCall, method_not_allowed
 from .server.front import HttpFront
@@ -289,5 +288,7 @@ class HttpMountAddress(MountAddress[HttpHost]):
                 yield channel
             return
         endpoint = attrs.evolve(self.host._endpoint, path=self.path)
+        from .client.channel import open_http_client  # a serving bridge never loads the client
+
         async with open_http_client(endpoint, options) as channel:
             yield channel

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import attrs
 
 from .._core.address import AddressError
-from .._core.oauth import OAuthSettings
-from .._core.options import ListenError
+from .._core.options import ListenError, ListenOptions
 from .tcp import format_host_port
+
+if TYPE_CHECKING:
+    from .._core.oauth import OAuthSettings  # a listener given OAuth settings has loaded it
+    from .._core.tlscontext import ServerTls  # loaded by server_tls, for https:// and wss:// only
 
 
 @attrs.frozen
@@ -110,3 +114,20 @@ def resolve_audience(settings: OAuthSettings, endpoint: Endpoint, address: objec
             f"configuration file), for example --oauth-audience https://mcp.example.com{endpoint.path}"
         )
     return attrs.evolve(settings, audiences=(canonical_uri(endpoint),))
+
+
+def server_tls(
+    endpoint: Endpoint, address: object, options: ListenOptions, *, alpn: tuple[str, ...] = ()
+) -> ServerTls | None:
+    """The TLS of a listener on ``endpoint`` (``https://``, ``wss://``); ``None`` for ``http://`` and ``ws://``.
+
+    TLS's modules load here, for a secure endpoint only: a plain web listener never needs them.
+
+    Raises:
+        ListenError: no certificate, or files that cannot be loaded (:meth:`ServerTls.load`).
+    """
+    if not endpoint.secure:
+        return None
+    from .._core.tlscontext import ServerTls
+
+    return ServerTls.load(address, options, alpn=alpn)

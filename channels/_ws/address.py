@@ -36,11 +36,9 @@ from .._core.channel import CloseReason, MessageChannel, PeerInfo
 from .._core.guard import RequestGuard
 from .._core.listener import MessageListener
 from .._core.options import ConnectError, ConnectOptions, ListenOptions
-from .._core.tlscontext import ServerTls, client_context
 from .._core.unwrap import single_exception
-from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience, server_tls
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
-from .._sockets.tls import open_tls_client_stream
 from .channel import WebSocketChannel
 from .listener import WebSocketListener
 from .upgrade import request_upgrade
@@ -83,7 +81,7 @@ class _WebSocketAddress(Address):
                 beyond loopback without authentication or opt-out, or the bind failed.
         """
         endpoint = self.endpoint
-        tls = ServerTls.load(self, options) if endpoint.secure else None
+        tls = server_tls(endpoint, self, options)
         loopback = await check_exposure(self, endpoint.host, options, encrypted=endpoint.secure, web=True)
         guard = RequestGuard.create(
             loopback=loopback,
@@ -119,6 +117,9 @@ class _WebSocketAddress(Address):
         """
         endpoint = self.endpoint
         if endpoint.secure:
+            from .._core.tlscontext import client_context  # wss:// only: ws:// loads no TLS module
+            from .._sockets.tls import open_tls_client_stream
+
             client_context(self, options)  # bad files fail before any connection is made
             stream: trio.abc.Stream = await open_tls_client_stream(
                 self, endpoint.host, endpoint.port, options, https_compatible=True

@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import NoReturn, Self, final
+from typing import TYPE_CHECKING, NoReturn, Self, final
 
 import attrs
 import trio
 
 from .._core.address import AddressError
 from .._core.channel import MessageChannel, PeerInfo
+from .._core.fdio import TLS_STREAMS
 from .._core.guard import Rejection, RequestGuard
 from .._core.listener import HandshakeError, MessageListener, tls_handshake
 from .._core.mounts import (
@@ -42,14 +43,14 @@ from .._core.mounts import (
     unsafe_target,
 )
 from .._core.options import ConnectOptions, ListenOptions, TcpKeepalive
-from .._core.tlscontext import ServerTls
-from .._core.tlsstream import TLS_STREAMS
-from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience
+from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience, server_tls
 from .._sockets.tcp import accept_tcp, check_exposure, format_host_port, open_tcp_listeners
 from .address import SecureWebSocketAddress, WebSocketAddress
 from .mount import WebSocketMount, WebSocketMountListener
-from .oauth import WsOAuth
 from .upgrade import read_upgrade, refuse_upgrade
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # https:// and wss:// only (server_tls loads it)
 
 logger = logging.getLogger("channels.websocket")
 
@@ -148,7 +149,7 @@ class WebSocketHost:
                 f"{url!r}: a shared listener takes no path; its servers are mounted under a prefix"
             )
         address = url.rstrip("/")
-        tls = ServerTls.load(address, options) if endpoint.secure else None
+        tls = server_tls(endpoint, address, options)
         listeners = await open_tcp_listeners(address, endpoint.host, endpoint.port)
         port = listeners[0].socket.getsockname()[1]
         address = f"{scheme}://{format_host_port(endpoint.host, port)}"
@@ -265,6 +266,8 @@ class WebSocketHost:
         if options.oauth is not None:  # audience: the mount's own URL unless configured
             options = attrs.evolve(options, oauth=resolve_audience(options.oauth, endpoint, address))
             assert options.oauth is not None
+            from .oauth import WsOAuth  # OAuth's machinery loads only where a mount uses it
+
             oauth = WsOAuth(options.oauth, options.tokens)
             guard = attrs.evolve(guard, tokens=None)
         mount = WebSocketMount(address.name, endpoint, guard, options, oauth)

@@ -10,23 +10,25 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import NoReturn, final
+from typing import TYPE_CHECKING, NoReturn, final
 
 import attrs
 import trio
 
 from .._core.channel import CloseReason, MessageChannel, PeerInfo
+from .._core.fdio import TLS_STREAMS
 from .._core.guard import RequestGuard
 from .._core.listener import HandshakeError, Incoming, IncomingHandler, MessageListener, tls_handshake
 from .._core.options import ListenOptions
-from .._core.tlscontext import ServerTls
-from .._core.tlsstream import TLS_STREAMS
 from .._core.unwrap import single_exception
 from .._sockets.endpoint import Endpoint
 from .._sockets.tcp import accept_tcp, format_host_port
 from .channel import WebSocketChannel
-from .oauth import WsOAuth
 from .upgrade import Upgrade, accept_upgrade
+
+if TYPE_CHECKING:
+    from .._core.tlscontext import ServerTls  # wss:// only (channels._sockets.endpoint.server_tls)
+    from .oauth import WsOAuth  # with ListenOptions.oauth only: it loads channels._oauth
 
 
 @final
@@ -119,7 +121,11 @@ class WebSocketListener(MessageListener):
     ) -> None:
         self._listener = listener
         self._endpoint = endpoint
-        self._oauth = WsOAuth(options.oauth, options.tokens) if options.oauth is not None else None
+        self._oauth = None
+        if options.oauth is not None:
+            from .oauth import WsOAuth
+
+            self._oauth = WsOAuth(options.oauth, options.tokens)
         self._guard = attrs.evolve(guard, tokens=None) if self._oauth is not None else guard
         self._options = options
         self._tls = tls

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import NoReturn, final
+from typing import TYPE_CHECKING, NoReturn, final
 
 import trio
 
@@ -26,8 +26,10 @@ from .._core.options import ListenOptions
 from .._sockets.endpoint import Endpoint
 from .channel import WebSocketChannel
 from .listener import WebSocketIncoming
-from .oauth import WsOAuth
 from .upgrade import Upgrade
+
+if TYPE_CHECKING:
+    from .oauth import WsOAuth  # the host creates it, with ListenOptions.oauth only
 
 logger = logging.getLogger("channels.websocket")
 

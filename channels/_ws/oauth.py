@@ -78,6 +78,16 @@ class WsOAuth:
         """Run the verifier (its HTTP client, its key refreshes) until cancelled."""
         await self.verifier.run(task_status=task_status)
 
+    @staticmethod
+    def sort(outcome: str | Principal | WsRefusal) -> tuple[WsRefusal | None, str | Principal | None]:
+        """:meth:`check`'s outcome as (refusal, credential), one of them ``None``.
+
+        The upgrade calls it: it does not import this module's classes unless OAuth is used.
+        """
+        if isinstance(outcome, WsRefusal):
+            return outcome, None
+        return None, outcome
+
     async def check(self, headers: Headers) -> str | Principal | WsRefusal:
         """The upgrade's credential (a static token's label, or a principal), or its refusal."""
         values = header_values(headers, b"authorization")

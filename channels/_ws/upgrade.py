@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -29,10 +30,12 @@ from .._core.channel import PeerInfo
 from .._core.fdio import RECEIVE_SIZE
 from .._core.guard import Rejection, RequestGuard
 from .._core.listener import CredentialsRefused, HandshakeError
-from .._core.oauth import Principal
 from .._core.options import AccessDenied, ConnectError, ConnectOptions
 from .channel import WebSocketChannel
-from .oauth import WsOAuth, WsRefusal
+
+if TYPE_CHECKING:  # a listener with OAuth settings has loaded them; others never do
+    from .._core.oauth import Principal
+    from .oauth import WsOAuth, WsRefusal
 
 # The websockets library logs every handshake at INFO; the daemon already logs each connection,
 # so its own logger is kept at WARNING (set "channels.websocket.wire" to DEBUG for a frame trace).
@@ -148,29 +151,35 @@ async def accept_upgrade(
     peer = attrs.evolve(
         peer, origin=origins[0] if origins else None, user_agent=agents[0] if agents else None
     )
-    outcome: Rejection | WsRefusal | Principal | str | None
+    # A refusal, or the credential: a static token's label, an OAuth principal, or none.
+    refusal: Rejection | WsRefusal | None = None
+    credential: Principal | str | None = None
     if path is not None and request.path.partition("?")[0] != path:
-        outcome = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {path}")
+        refusal = Rejection(404, "not-found", f"Not Found: the MCP endpoint is {path}")
     else:
         hosts = request.headers.get_all("Host")
         outcome = guard.check(hosts[0] if len(hosts) == 1 else None, _raw_headers(request.headers))
-        if oauth is not None and not isinstance(outcome, Rejection):
-            outcome = await oauth.check(_raw_headers(request.headers))
-    if isinstance(outcome, Rejection | WsRefusal):
-        await _send_response(stream, protocol, _rejection(protocol, outcome))
-        detail = outcome.log_text() if isinstance(outcome, WsRefusal) else outcome.message
-        refused = CredentialsRefused if _for_credentials(outcome) else HandshakeError
-        raise refused(f"upgrade refused with {outcome.status}: {detail}")
+        if isinstance(outcome, Rejection):
+            refusal = outcome
+        elif oauth is not None:
+            refusal, credential = oauth.sort(await oauth.check(_raw_headers(request.headers)))
+        else:
+            credential = outcome
+    if refusal is not None:
+        await _send_response(stream, protocol, _rejection(protocol, refusal))
+        detail = refusal.message if isinstance(refusal, Rejection) else refusal.log_text()
+        refused = CredentialsRefused if _for_credentials(refusal) else HandshakeError
+        raise refused(f"upgrade refused with {refusal.status}: {detail}")
     response = protocol.accept(request)
     await _send_response(stream, protocol, response)
     if response.status_code != 101:
         raise HandshakeError(
             f"not a valid WebSocket upgrade ({protocol.handshake_exc}); answered {response.status_code}"
         )
-    if isinstance(outcome, Principal):
-        peer = attrs.evolve(peer, credential=outcome.label, principal=outcome)
-    elif outcome is not None:
-        peer = attrs.evolve(peer, credential=outcome)
+    if isinstance(credential, str):
+        peer = attrs.evolve(peer, credential=credential)
+    elif credential is not None:
+        peer = attrs.evolve(peer, credential=credential.label, principal=credential)
     return WebSocketChannel(stream, protocol, peer, max_message_bytes, received)
 
 
@@ -268,17 +277,17 @@ def _for_credentials(outcome: Rejection | WsRefusal) -> bool:
     A 403 of the guard is the Host or the Origin, and OAuth's 503 an unreachable issuer: not the
     client's credentials.
     """
-    if isinstance(outcome, WsRefusal):
-        return outcome.status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
-    return outcome.status == HTTPStatus.UNAUTHORIZED
+    if isinstance(outcome, Rejection):
+        return outcome.status == HTTPStatus.UNAUTHORIZED
+    return outcome.status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
 
 
 def _rejection(protocol: ServerProtocol, rejection: Rejection | WsRefusal) -> Response:
-    if isinstance(rejection, WsRefusal):
-        body, headers = rejection.body(), rejection.headers()
-    else:
+    if isinstance(rejection, Rejection):
         body = rejection.body().decode()
         headers = [(name.decode(), value.decode()) for name, value in rejection.headers()]
+    else:
+        body, headers = rejection.body(), rejection.headers()
     response = protocol.reject(rejection.status, body)
     del response.headers["Content-Type"]
     for name, value in headers:

@@ -29,8 +29,7 @@ from collections.abc import Callable
 
 import trio
 
-from ..._core.fdio import RECEIVE_SIZE, send_all_progressing, send_fd_getter, write_now
-from ..._core.tlsstream import TlsSocketStream
+from ..._core.fdio import RECEIVE_SIZE, SocketTls, send_all_progressing, send_fd_getter, write_now
 from .connvalues import ConnectionLimits, HeaderBlock, response_head
 from .request import (
     DISCARD_BYTES,
@@ -372,7 +371,7 @@ class HttpConnection:
         is TLS's ``close_notify`` (``TlsSocketStream.send_eof``), within ``send_timeout``: the
         client sees the end now, not at the close, ``discard_time`` later.
         """
-        if isinstance(self.stream, trio.abc.HalfCloseableStream | TlsSocketStream):
+        if isinstance(self.stream, trio.abc.HalfCloseableStream | SocketTls):
             try:
                 with trio.fail_after(self.limits.send_timeout):
                     await self.stream.send_eof()

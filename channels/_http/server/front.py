@@ -23,11 +23,11 @@ from functools import partial
 import trio
 
 from ..._core.channel import PeerInfo
+from ..._core.fdio import TLS_STREAMS
 from ..._core.listener import HandshakeError, tls_handshake
 from ..._core.mounts import MountTable
 from ..._core.options import ListenOptions
 from ..._core.ticker import Ticker
-from ..._core.tlsstream import TLS_STREAMS
 from ..._mcp.admission import HttpRefusal
 from .conn import HttpConnection
 from .connvalues import ConnectionLimits

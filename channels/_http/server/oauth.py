@@ -38,13 +38,12 @@ from ..._mcp.admission import parse_body
 from ..._mcp.refusal import SERVER_ERROR, HttpRefusal
 from ..._oauth import Accepted, Denied, TokenVerifier, challenge, protected_resource_metadata
 from .request import BadRequest, Request, Unverified
+from .routing import WELL_KNOWN
 
 logger = logging.getLogger("channels.http")
 
 Headers = Sequence[tuple[bytes, bytes]]
 
-# RFC 9728 §3: the metadata of a resource lives at this path, followed by the resource's own path.
-WELL_KNOWN = "/.well-known/oauth-protected-resource"
 # A 503 (the issuer unreachable, no cached key) asks the client to come back after this many
 # seconds: the verifier retries a failed fetch after a few seconds at first (channels/_oauth/keys.py).
 RETRY_AFTER = b"10"

@@ -16,6 +16,10 @@ from ..._mcp.admission import HttpRefusal
 # The longest request target a host routes (channels/_core/mounts.py says why).
 MAX_TARGET_BYTES = mounts.MAX_TARGET_BYTES
 
+# RFC 9728 §3: the metadata of a resource lives at this path, followed by the resource's own path.
+# Every service routes it (a document may be given without OAuth: --oauth-metadata).
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
 
 def _refusal(rejection: Rejection) -> HttpRefusal:
     return HttpRefusal(rejection.status, -32000, rejection.message, rejection.reason)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -48,10 +49,12 @@ from .call import HttpCall, Refused, method_not_allowed, refuse
 from .conn import HttpConnection
 from .endpoint import McpEndpoint
 from .legacy import LegacySse
-from .oauth import WELL_KNOWN, HttpOAuth
 from .proxying import Headers, cors_for, first_forwarded, forwarded_for, preflight_headers
 from .request import BadRequest, Credential, Request, Unverified, single_fields
-from .routing import legacy_base
+from .routing import WELL_KNOWN, legacy_base
+
+if TYPE_CHECKING:
+    from .oauth import HttpOAuth  # with ListenOptions.oauth only: it loads channels._oauth
 
 logger = logging.getLogger("channels.http")
 
