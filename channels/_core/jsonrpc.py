@@ -158,10 +158,11 @@ def _parse_canonical(line: bytes | str) -> JSONObject | None:
     return message if written == line else None
 
 
-def decode_strict(line: bytes | str) -> JSONObject:
+def decode_strict(line: bytes | bytearray | str) -> JSONObject:
     """:func:`decode` by the standard library alone: every refusal and its error come from here.
 
-    For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`).
+    For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`), or
+    a large one, which may come as the ``bytearray`` it was read into (channels/_core/framing.py).
     """
     if isinstance(line, str):
         text = line
