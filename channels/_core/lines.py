@@ -72,10 +72,7 @@ def _take_one_by_one(
         last = len(item)
         message: JSONObject | ProtocolError
         try:
-            if type(item) is bytes:
-                message, line = decode_line(item)
-            else:  # a large line, handed over as the bytearray it grew in: never forwarded as it is
-                message, line = decode_strict(item), None
+            message, line = decode_line(item)
         except ProtocolError as exc:
             exc.excerpt = bytes(item[:LOG_EXCERPT_BYTES])
             message, line = exc, None
