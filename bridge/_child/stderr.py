@@ -34,7 +34,7 @@ STDERR_READS_AT_REMOVAL = 16
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def escape_for_log(data: bytes) -> str:
+def escape_for_log(data: bytes | bytearray) -> str:
     """Decode leniently and escape control characters (log lines must not be forgeable)."""
     text = data.decode("utf-8", errors="backslashreplace")
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
@@ -96,7 +96,7 @@ class StderrLog:
         if suppressed := self._limiter.flush():
             self._log_suppressed(suppressed)
 
-    def _emit(self, item: bytes | Oversized) -> None:
+    def _emit(self, item: bytes | bytearray | Oversized) -> None:
         allowed, suppressed = self._limiter.admit(trio.current_time())
         if suppressed:
             self._log_suppressed(suppressed)

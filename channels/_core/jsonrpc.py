@@ -85,7 +85,7 @@ _SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder._
 CANONICAL_LINE_LIMIT = 64 * 1024
 
 
-def decode(line: bytes | str) -> JSONObject:
+def decode(line: bytes | bytearray | str) -> JSONObject:
     """Decode and validate one line (without its newline) as a JSON-RPC message.
 
     ``line`` is UTF-8 bytes, or text already decoded (a WebSocket text frame, whose UTF-8 the
@@ -99,14 +99,15 @@ def decode(line: bytes | str) -> JSONObject:
     return _decode(line)[0]
 
 
-def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
+def decode_line(line: bytes | bytearray) -> tuple[JSONObject, bytes | None]:
     r""":func:`decode`, and ``line`` itself if it is byte for byte what :func:`encode` writes.
 
     The second item is ``line`` when the canonical check of :func:`_parse_canonical` passed: then
     ``encode(message) == line + b"\n"``, and a relay may write ``line`` instead of encoding the
     message again, as long as it does not change the message (docs/design.md §5.2). Otherwise
     (a line not written back the same, or one of :data:`CANONICAL_LINE_LIMIT` or more) it is
-    ``None``. Raises as :func:`decode`.
+    ``None``; always for a ``bytearray`` (a large line or body handed over in the buffer it was
+    read into, channels/_core/framing.py), which is only decoded. Raises as :func:`decode`.
     """
     # _decode and _parse_canonical inlined for the usual line (bytes, short, canonical): two calls
     # fewer for every message a relay moves.
@@ -120,11 +121,13 @@ def decode_line(line: bytes) -> tuple[JSONObject, bytes | None]:
             validate(message)
             return message, line
         return decode_strict(line), None
+    if not isinstance(line, bytes):
+        return decode_strict(line), None
     message, canonical = _decode(line)
     return message, line if canonical else None
 
 
-def _decode(line: bytes | str) -> tuple[JSONObject, bool]:
+def _decode(line: bytes | bytearray | str) -> tuple[JSONObject, bool]:
     """The message in ``line``, and whether ``line`` is its canonical encoding (both decoders' path)."""
     if len(line) < CANONICAL_LINE_LIMIT:
         message = _parse_canonical(line)
@@ -134,7 +137,7 @@ def _decode(line: bytes | str) -> tuple[JSONObject, bool]:
     return decode_strict(line), False
 
 
-def _parse_canonical(line: bytes | str) -> JSONObject | None:
+def _parse_canonical(line: bytes | bytearray | str) -> JSONObject | None:
     """The value in ``line``, parsed by orjson, if orjson writes it back as exactly ``line``; else ``None``.
 
     Then the strict parse is the same value, so the strict parser need not run: ``line`` is
@@ -158,10 +161,11 @@ def _parse_canonical(line: bytes | str) -> JSONObject | None:
     return message if written == line else None
 
 
-def decode_strict(line: bytes | str) -> JSONObject:
+def decode_strict(line: bytes | bytearray | str) -> JSONObject:
     """:func:`decode` by the standard library alone: every refusal and its error come from here.
 
-    For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`).
+    For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`), or
+    a large one, which may come as the ``bytearray`` it was read into (channels/_core/framing.py).
     """
     if isinstance(line, str):
         text = line

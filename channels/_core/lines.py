@@ -27,7 +27,7 @@ _BYTES_ONLY = {bytes}
 
 
 def take_lines(
-    pending: deque[bytes | Oversized], max_count: int, max_line_bytes: int
+    pending: deque[bytes | bytearray | Oversized], max_count: int, max_line_bytes: int
 ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None], int | None]:
     """Take up to ``max_count`` items from ``pending``: their messages or errors, lines, last size.
 
@@ -41,18 +41,18 @@ def take_lines(
         pending.clear()
     else:
         taken = [pending.popleft() for _ in range(max_count)]
-    if {*map(type, taken)} != _BYTES_ONLY:  # none, or an over-long line among them: one at a time
+    if {*map(type, taken)} != _BYTES_ONLY:  # none, or an over-long or large line: one at a time
         return _take_one_by_one(taken, max_line_bytes)
     items, lines = decode_lines(taken)  # type: ignore[arg-type]  # bytes only, as checked
     if None in lines:  # a bad line among them, or one not forwarded as it is
         for item, line in zip(items, taken, strict=True):
             if isinstance(item, ProtocolError):
-                item.excerpt = line[:LOG_EXCERPT_BYTES]  # type: ignore[index]  # bytes, as checked
+                item.excerpt = line[:LOG_EXCERPT_BYTES]  # type: ignore[index,assignment]  # bytes, as checked
     return items, lines, len(taken[-1])  # type: ignore[arg-type]  # bytes, as checked
 
 
 def _take_one_by_one(
-    taken: list[bytes | Oversized], max_line_bytes: int
+    taken: list[bytes | bytearray | Oversized], max_line_bytes: int
 ) -> tuple[list[JSONObject | ProtocolError], list[bytes | None], int | None]:
     items: list[JSONObject | ProtocolError] = []
     lines: list[bytes | None] = []
@@ -74,7 +74,7 @@ def _take_one_by_one(
         try:
             message, line = decode_line(item)
         except ProtocolError as exc:
-            exc.excerpt = item[:LOG_EXCERPT_BYTES]
+            exc.excerpt = bytes(item[:LOG_EXCERPT_BYTES])
             message, line = exc, None
         items.append(message)
         lines.append(line)

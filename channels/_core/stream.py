@@ -114,7 +114,7 @@ class StreamChannel(MessageChannel):
         self._receive_fd = receive_fd_getter(stream)
         self._framer = LineFramer(max_message_bytes)
         self._peer = peer if peer is not None else PeerInfo("stream")
-        self._pending: deque[bytes | Oversized] = deque()
+        self._pending: deque[bytes | bytearray | Oversized] = deque()
         self._eof = False
         self._drained = False  # the last read returned less than it asked for (receive_some's wait_first)
         self._closed = False

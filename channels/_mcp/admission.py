@@ -213,7 +213,7 @@ def _media_type(value: bytes) -> str:
 # -- The body ---------------------------------------------------------------------------------------
 
 
-def parse_body(body: bytes) -> JSONObject | list[JSONObject] | HttpRefusal:
+def parse_body(body: bytes | bytearray) -> JSONObject | list[JSONObject] | HttpRefusal:
     """Read a POST body: one JSON-RPC message, or an array of them (a JSON-RPC batch).
 
     A message is decoded by :func:`channels.decode` (strict UTF-8, no NaN, no lone surrogates).
@@ -226,7 +226,10 @@ def parse_body(body: bytes) -> JSONObject | list[JSONObject] | HttpRefusal:
         that is not a message). Both SDKs answer these with 400 (TS ``createMcpHandler.ts``, PY
         ``streamable_http.py``).
     """
-    if body.lstrip(b" \t\r\n")[:1] != b"[":
+    start = body[:1]
+    if start and start in b" \t\r\n":  # (strip only then: a bytearray's strip is a copy)
+        start = body.lstrip(b" \t\r\n")[:1]
+    if start != b"[":
         try:
             return decode(body)
         except ProtocolError as exc:

@@ -50,7 +50,7 @@ RETRY_MS = 1000
 SESSION_STYLES = 8
 
 
-def _parse_post(body: bytes) -> tuple[JSONObject | list[JSONObject] | HttpRefusal, bytes | None]:
+def _parse_post(body: bytes | bytearray) -> tuple[JSONObject | list[JSONObject] | HttpRefusal, bytes | None]:
     """:func:`~channels._mcp.admission.parse_body`, and ``body`` if it is its one message's canonical line.
 
     A body of one message is decoded by :func:`~channels._core.jsonrpc.decode_line`, as

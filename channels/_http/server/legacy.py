@@ -101,7 +101,7 @@ class LegacySse:
         await call.respond(202, [(b"content-type", b"text/plain")], b"Accepted")
 
 
-def _request_id(body: bytes) -> RequestId | None:
+def _request_id(body: bytes | bytearray) -> RequestId | None:
     """The id of the one request ``body`` holds, for a refusal to name; ``None`` if it holds none."""
     parsed = parse_body(body)
     return parsed.get("id") if isinstance(parsed, dict) else None

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from channels import LineFramer, Oversized
 from channels._core.framing import LARGE_LINE_BYTES, OVERSIZED_PREFIX_BYTES
 
-Items = list[bytes | Oversized]
+Items = list[bytes | bytearray | Oversized]
 
 
 def feed_in_chunks(max_line_bytes: int, chunks: list[bytes]) -> tuple[Items, int]:
@@ -80,7 +80,7 @@ LARGE_LIMIT = 3 * LARGE_LINE_BYTES
     cuts=st.lists(st.integers(min_value=0, max_value=4 * LARGE_LIMIT), max_size=40),
     tail=st.integers(min_value=0, max_value=LARGE_LIMIT + 2),
 )
-def test_large_lines_kept_as_chunks_come_out_as_they_would_from_one_shot(
+def test_large_lines_gathered_from_chunks_come_out_as_they_would_from_one_shot(
     sizes: list[int], endings: list[bytes], cuts: list[int], tail: int
 ) -> None:
     # Lines around LARGE_LINE_BYTES and the limit, each byte telling where it came from, so that
@@ -95,6 +95,16 @@ def test_large_lines_kept_as_chunks_come_out_as_they_would_from_one_shot(
     one_shot = feed_in_chunks(LARGE_LIMIT, [data])
     assert feed_in_chunks(LARGE_LIMIT, split_at(data, cuts)) == one_shot
     assert feed_in_chunks(LARGE_LIMIT, split_at(data, list(range(0, len(data), 4096)))) == one_shot
+
+
+def test_a_large_line_from_several_chunks_is_handed_over_in_the_bytearray_it_grew_in() -> None:
+    framer = LineFramer(LARGE_LIMIT)
+    line = bytes(range(256)).replace(b"\n", b"n") * (LARGE_LINE_BYTES // 128)
+    assert framer.feed(line[:LARGE_LINE_BYTES]) == []
+    [item] = framer.feed(line[LARGE_LINE_BYTES:] + b"\r\nnext")
+    assert type(item) is bytearray and item == line  # the "\r" removed in place
+    assert framer.feed(b"\n") == [b"next"] and item == line  # the framer has let go of it
+    assert framer.buffered == 0
 
 
 def test_a_large_partial_last_line_is_returned_whole_by_take_partial() -> None:

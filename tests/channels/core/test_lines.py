@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_jsonrpc_canonical import LINES, WRITERS, messages, nested, outcome, written
 
 from channels import MessageTooLarge, ProtocolError
-from channels._core.framing import Oversized
+from channels._core.framing import LARGE_LINE_BYTES, Oversized
 from channels._core.jsonrpc import decode_line
 from channels._core.lines import LOG_EXCERPT_BYTES, decode_lines, take_lines
 
@@ -104,3 +104,12 @@ def test_taken_lines_keep_their_errors_excerpts_and_an_over_long_line_becomes_me
     items, lines, last = take_lines(deque(bads), 64, 100)
     assert isinstance(items[0], ProtocolError) and items[0].excerpt == bad[:LOG_EXCERPT_BYTES]
     assert take_lines(deque(), 64, 100) == ([], [], None)
+
+
+def test_a_large_line_handed_over_as_a_bytearray_is_decoded_and_never_forwarded_as_it_is() -> None:
+    good = bytearray(b'{"jsonrpc":"2.0","id":1,"result":"%s"}' % (b"x" * LARGE_LINE_BYTES))
+    bad = bytearray(b"x" * LARGE_LINE_BYTES)
+    items, lines, last = take_lines(deque([good, bad]), 64, 4 * LARGE_LINE_BYTES)
+    assert items[0] == {"jsonrpc": "2.0", "id": 1, "result": "x" * LARGE_LINE_BYTES}
+    assert isinstance(items[1], ProtocolError) and items[1].excerpt == b"x" * LOG_EXCERPT_BYTES
+    assert type(items[1].excerpt) is bytes and lines == [None, None] and last == LARGE_LINE_BYTES
