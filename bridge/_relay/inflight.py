@@ -38,14 +38,20 @@ class InFlight:
 
     Args:
         limit: most requests in flight at once.
+
+    Attributes:
+        awaiting: the ids whose reply from the child is awaited, id → token (``request_id in
+            awaiting`` is ``request_id in self``, without a call per reply). Read it; only the
+            methods here change it.
     """
 
-    __slots__ = ("_cancelled", "_ids", "_opened", "_timed_out", "_writing", "limit")
+    __slots__ = ("_cancelled", "_ids", "_opened", "_timed_out", "_writing", "awaiting", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         # Awaiting the child's reply: id → token.
         self._ids: dict[RequestId, int] = {}
+        self.awaiting = self._ids  # the same dict, never replaced (take_all clears it)
         # Of those, the ones whose reply from the child is being written.
         self._writing: set[RequestId] = set()
         # Timed out: the bridge's error is due, and not written yet.

@@ -86,6 +86,7 @@ class ToClient:
             # Insertion-ordered, and a set's membership test: a batch holds up to BATCH replies.
             answered: dict[Any, None] = {}
             in_flight = self._in_flight
+            awaiting = in_flight.awaiting  # `in in_flight`, without a Python call per reply
             filters_tools = bool(self._tool_scopes)
             for item, line in zip(items, lines, strict=True):
                 if isinstance(item, ProtocolError):
@@ -102,7 +103,7 @@ class ToClient:
                 if request_id is None:
                     out.append(item)  # an error the child could not attribute
                     out_lines.append(line)
-                elif request_id in in_flight and request_id not in answered:
+                elif request_id in awaiting and request_id not in answered:
                     if filters_tools and self._lists_tools(request_id):
                         item = self._tool_scopes.filter_reply(item, self.client.peer.scopes)
                         line = None  # the filtered reply is encoded afresh
