@@ -86,6 +86,31 @@ class InFlight:
         self._ids[request_id] = self._opened
         return self._opened
 
+    def open_all(self, request_ids: list[RequestId]) -> int | None:
+        """Requests were forwarded together: open all of them, or none; the first one's token.
+
+        The others' tokens follow it, one apart, in order. ``None`` (nothing opened) if
+        :meth:`open` would refuse any of them, one after the other: an id in flight, twice in
+        ``request_ids``, or more than the limit. One call for a batch, where :meth:`open` is one
+        per request.
+        """
+        ids, timed_out = self._ids, self._timed_out
+        first = self._opened + 1
+        batch = dict(zip(request_ids, range(first, first + len(request_ids)), strict=True))
+        if (
+            len(batch) != len(request_ids)
+            or len(ids) + len(timed_out) + len(batch) > self.limit
+            or not ids.keys().isdisjoint(batch)
+            or not timed_out.keys().isdisjoint(batch)
+        ):
+            return None
+        if self._cancelled:
+            for request_id in batch:
+                self._cancelled.pop(request_id, None)
+        ids.update(batch)
+        self._opened += len(batch)
+        return first
+
     def is_open(self, request_id: RequestId, token: int) -> bool:
         """Whether the request that :meth:`open` gave ``token`` is still in flight."""
         return self._ids.get(request_id) == token
