@@ -1,5 +1,7 @@
 """A batch of requests read at once is admitted whole when each would be, else one by one
-(bridge/_relay/to_child.py, inflight.py, ledger.py): the answers are the same either way.
+(bridge/_relay/to_child.py, inflight.py, ledger.py); a batch of replies is delivered whole when
+each answers a request awaiting it, else sorted one by one (to_client.py). The answers are the
+same either way.
 
 Memory streams and a fake child, in virtual time, as the timeout tests use them; a batch is sent
 with one write, so that the relay reads it as one.
@@ -13,6 +15,8 @@ import trio
 from test_relay_timeouts import VIRTUAL_DEADLINE, make_relay, run_then_close, tool_request
 
 from bridge import Limits
+from bridge._relay.to_client import _all_awaited
+from channels import ParseError
 
 
 def result(request_id: Any) -> dict[str, Any]:
@@ -74,3 +78,18 @@ async def test_each_request_of_a_batch_admitted_whole_times_out(autojump_clock):
             assert (await child.server.receive())["id"] == 1
             assert relay.in_flight == 1
             nursery.cancel_scope.cancel()
+
+
+def test_a_batch_of_replies_is_taken_whole_only_when_each_answers_a_request_awaiting_it() -> None:
+    awaiting = {1: 1, "1": 2}
+    assert _all_awaited([result(1), result("1")], awaiting) == {1: None, "1": None}
+    unattributed = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    for batch in (
+        [result(1), result(1)],  # a second reply
+        [result(1), result(2)],  # a stray
+        [result(1), unattributed],
+        [result(1), {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}],
+        [result(1), {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}}],
+        [result(1), ParseError("not JSON")],
+    ):
+        assert _all_awaited(batch, awaiting) is None  # type: ignore[arg-type]
