@@ -3,14 +3,15 @@
 Ids are kept as the client sent them: ``1`` and ``"1"`` are different requests (``dict`` keys keep
 that distinction, and ``bool`` ids never get this far), so a reply is matched with its exact id.
 
-A request is *open* from :meth:`InFlight.open` until its reply has been written: the child's
-(:meth:`InFlight.writing`, then :meth:`InFlight.close`), or the bridge's error when it timed out
-(:meth:`InFlight.time_out`, then :meth:`InFlight.answered`). Until then it is in flight, and
-answered by the relay if the connection ends (:meth:`InFlight.take_all`). Each step keeps the
-other answer out: a reply being written is not timed out, and the child's reply to a request that
-timed out is dropped as late. A request the client cancels (:meth:`InFlight.cancel`) is closed at
-once, even while its reply is being written: its id may then be used again, and the new request
-is not closed by that reply. Every request gets exactly one reply (docs/design.md §5.1).
+A request is *open* from :meth:`InFlight.open` (:meth:`InFlight.open_all` for a batch) until its
+reply has been written: the child's (:meth:`InFlight.writing`, then :meth:`InFlight.close`), or
+the bridge's error when it timed out (:meth:`InFlight.time_out`, then :meth:`InFlight.answered`).
+Until then it is in flight, and answered by the relay if the connection ends
+(:meth:`InFlight.take_all`). Each step keeps the other answer out: a reply being written is not
+timed out, and the child's reply to a request that timed out is dropped as late. A request the
+client cancels (:meth:`InFlight.cancel`) is closed at once, even while its reply is being
+written: its id may then be used again, and the new request is not closed by that reply. Every
+request gets exactly one reply (docs/design.md §5.1).
 """
 
 from __future__ import annotations
