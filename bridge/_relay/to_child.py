@@ -113,7 +113,8 @@ class ToChild:
             self._touch()
             # Read once per batch and again after each wait: only another task sets it.
             stopping = self.stopping.is_set()
-            if not stopping and not self._tool_scopes.rules:  # (not bool(), a call per batch)
+            # One message alone (a call at a time) costs less through the loop than the batch's checks.
+            if len(items) > 1 and not stopping and not self._tool_scopes.rules:  # (not bool(): a call)
                 request_ids = _request_ids(items)
                 if request_ids is not None and self._opened_all(request_ids):
                     # The usual batch, requests only, each admitted: as the loop below would,

@@ -100,8 +100,11 @@ class ToClient:
             # The child's messages go to the client as the lines they arrived in where those are
             # canonical and the message is not changed here (docs/design.md §5.2); a changed or
             # bridge-written message goes with None and is encoded afresh.
-            # The requests answered: insertion-ordered, and a set's membership test.
-            answered = None if self._tool_scopes else _all_awaited(items, self._in_flight.awaiting)
+            # The requests answered: insertion-ordered, and a set's membership test. One reply alone
+            # (a call at a time) costs less through _sort than the batch's checks.
+            answered = (
+                None if len(items) < 2 or self._tool_scopes else _all_awaited(items, self._in_flight.awaiting)
+            )
             if answered is not None:  # the usual batch: as _sort would, without a loop in Python
                 out: list[JSONObject] = items  # type: ignore[assignment]  # dicts only, as checked
                 out_lines = lines
