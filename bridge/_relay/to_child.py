@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from itertools import repeat
 from operator import contains, itemgetter
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import trio
@@ -43,10 +43,13 @@ _DICTS_ONLY = {dict}
 
 def _request_ids(items: list[JSONObject | ProtocolError]) -> list[RequestId] | None:
     """The ids of a batch of requests only (valid messages, as received); ``None`` if any is not one."""
-    if {*map(type, items)} != _DICTS_ONLY or not all(map(contains, items, repeat("method"))):
-        return None  # a bad message, or a response
+    if {*map(type, items)} != _DICTS_ONLY:
+        return None  # a bad message
+    messages = cast("list[JSONObject]", items)  # dicts only, as checked
+    if not all(map(contains, messages, repeat("method"))):
+        return None  # a response
     try:
-        return list(map(_ID, items))
+        return list(map(_ID, messages))
     except KeyError:  # a notification
         return None
 
@@ -120,7 +123,7 @@ class ToChild:
                     # The usual batch, requests only, each admitted: as the loop below would,
                     # without a call per request. Nothing was awaited: nothing is unread.
                     consecutive_errors = 0
-                    if not await self._send_to_child(items, lines):
+                    if not await self._send_to_child(cast("list[JSONObject]", items), lines):
                         await self._child_input_closed()
                         return
                     del items, lines

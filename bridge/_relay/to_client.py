@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from itertools import repeat
 from operator import contains, itemgetter
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import trio
@@ -40,9 +40,12 @@ def _all_awaited(items: list[JSONObject | ProtocolError], awaiting: dict[Any, in
     ``None`` if any item is something else: bad output, a request or notification of the child,
     a reply to no request awaiting it (``id`` null, a stray, a late one) or a second reply.
     """
-    if {*map(type, items)} != _DICTS_ONLY or any(map(contains, items, repeat("method"))):
+    if {*map(type, items)} != _DICTS_ONLY:
+        return None  # a bad message
+    messages = cast("list[JSONObject]", items)  # dicts only, as checked
+    if any(map(contains, messages, repeat("method"))):
         return None
-    answered = dict.fromkeys(map(_ID, items))  # a valid message without "method" has an "id"
+    answered = dict.fromkeys(map(_ID, messages))  # a valid message without "method" has an "id"
     if len(answered) != len(items) or not awaiting.keys() >= answered.keys():
         return None
     return answered
