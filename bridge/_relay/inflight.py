@@ -3,14 +3,15 @@
 Ids are kept as the client sent them: ``1`` and ``"1"`` are different requests (``dict`` keys keep
 that distinction, and ``bool`` ids never get this far), so a reply is matched with its exact id.
 
-A request is *open* from :meth:`InFlight.open` until its reply has been written: the child's
-(:meth:`InFlight.writing`, then :meth:`InFlight.written`), or the bridge's error when it timed out
-(:meth:`InFlight.time_out`, then :meth:`InFlight.answered`). Until then it is in flight, and
-answered by the relay if the connection ends (:meth:`InFlight.take_all`). Each step keeps the
-other answer out: a reply being written is not timed out, and the child's reply to a request that
-timed out is dropped as late. A request the client cancels (:meth:`InFlight.cancel`) is closed at
-once, even while its reply is being written: its id may then be used again, and the new request
-is not closed by that reply. Every request gets exactly one reply (docs/design.md §5.1).
+A request is *open* from :meth:`InFlight.open` (:meth:`InFlight.open_all` for a batch) until its
+reply has been written: the child's (:meth:`InFlight.writing`, then :meth:`InFlight.written`), or
+the bridge's error when it timed out (:meth:`InFlight.time_out`, then :meth:`InFlight.answered`).
+Until then it is in flight, and answered by the relay if the connection ends
+(:meth:`InFlight.take_all`). Each step keeps the other answer out: a reply being written is not
+timed out, and the child's reply to a request that timed out is dropped as late. A request the
+client cancels (:meth:`InFlight.cancel`) is closed at once, even while its reply is being
+written: its id may then be used again, and the new request is not closed by that reply. Every
+request gets exactly one reply (docs/design.md §5.1).
 """
 
 from __future__ import annotations
@@ -38,14 +39,20 @@ class InFlight:
 
     Args:
         limit: most requests in flight at once.
+
+    Attributes:
+        awaiting: the ids whose reply from the child is awaited, id → token (``request_id in
+            awaiting`` is ``request_id in self``, without a call per reply). Read it; only the
+            methods here change it.
     """
 
-    __slots__ = ("_cancelled", "_ids", "_opened", "_timed_out", "_writing", "limit")
+    __slots__ = ("_cancelled", "_ids", "_opened", "_timed_out", "_writing", "awaiting", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         # Awaiting the child's reply: id → token.
         self._ids: dict[RequestId, int] = {}
+        self.awaiting = self._ids  # the same dict, never replaced (take_all clears it)
         # Of those, the ones whose reply from the child is being written.
         self._writing: set[RequestId] = set()
         # Timed out: the bridge's error is due, and not written yet.
@@ -79,6 +86,31 @@ class InFlight:
         self._opened += 1
         self._ids[request_id] = self._opened
         return self._opened
+
+    def open_all(self, request_ids: list[RequestId]) -> int | None:
+        """Requests were forwarded together: open all of them, or none; the first one's token.
+
+        The others' tokens follow it, one apart, in order. ``None`` (nothing opened) if
+        :meth:`open` would refuse any of them, one after the other: an id in flight, twice in
+        ``request_ids``, or more than the limit. One call for a batch, where :meth:`open` is one
+        per request.
+        """
+        ids, timed_out = self._ids, self._timed_out
+        first = self._opened + 1
+        batch = dict(zip(request_ids, range(first, first + len(request_ids)), strict=True))
+        if (
+            len(batch) != len(request_ids)
+            or len(ids) + len(timed_out) + len(batch) > self.limit
+            or not ids.keys().isdisjoint(batch)
+            or not timed_out.keys().isdisjoint(batch)
+        ):
+            return None
+        if self._cancelled:
+            for request_id in batch:
+                self._cancelled.pop(request_id, None)
+        ids.update(batch)
+        self._opened += len(batch)
+        return first
 
     def is_open(self, request_id: RequestId, token: int) -> bool:
         """Whether the request that :meth:`open` gave ``token`` is still in flight."""

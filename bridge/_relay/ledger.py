@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from channels import JSONObject, MessageChannel
+from channels import JSONObject, MessageChannel, RequestId
 
 from .._errors import REQUEST_TIMEOUT, error_response
 from .cancellations import TimeoutCancellations
@@ -99,6 +99,28 @@ class Ledger:
             if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
                 self._forget_answered_deadlines()
             self._deadline_added.set()
+
+    def opened_all(self, request_ids: list[RequestId]) -> bool:
+        """Client requests are forwarded together: :meth:`opened` for each, or nothing; whether done.
+
+        None is opened (False) where :meth:`InFlight.open_all` refuses the batch: the caller then
+        books them one by one, each refusal answered. None of them is a ``tools/list`` to filter.
+        """
+        first = self.in_flight.open_all(request_ids)
+        if first is None:
+            return False
+        if self._idle_set:
+            self._idle = trio.Event()
+            self._idle_set = False
+        if self.request_timeout is not None:
+            deadline = trio.current_time() + self.request_timeout
+            self._deadlines.extend(
+                (deadline, request_id, token) for token, request_id in enumerate(request_ids, first)
+            )
+            if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
+                self._forget_answered_deadlines()
+            self._deadline_added.set()
+        return True
 
     def _forget_answered_deadlines(self) -> None:
         """Drop the deadlines of requests no longer in flight, except the first.

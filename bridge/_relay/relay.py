@@ -107,6 +107,7 @@ class Relay:
             in_flight=ledger.in_flight,
             child_requests=ledger.child_requests,
             opened=ledger.opened,
+            opened_all=ledger.opened_all,
             check_idle=ledger.check_idle,
             wait_idle=ledger.wait_idle,
             ended=self._ended,

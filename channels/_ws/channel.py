@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from itertools import islice
 from typing import final
 
 import trio
@@ -32,6 +33,7 @@ from .._core.channel import CloseReason, PeerInfo, take_decoded
 from .._core.errors import ProtocolError
 from .._core.fdio import discard_unread, receive_some
 from .._core.jsonrpc import JSONObject, decode, decode_line
+from .._core.lines import decode_lines
 from .._core.stream import DEFAULT_MAX_MESSAGE_BYTES
 from .receiver import FrameReceiver
 
@@ -47,6 +49,8 @@ CLOSE_TIMEOUT = 2.0
 CLOSE_READ_BYTES = 1024 * 1024
 # RFC 6455 §5.5: a control frame's payload is at most 125 bytes, two of which hold the code.
 MAX_CLOSE_REASON_BYTES = 123
+# What a batch of payloads that decode_lines may take holds (a long non-ASCII one is a str).
+_BYTES_ONLY = {bytes}
 
 
 def _short(text: str) -> str:
@@ -136,7 +140,16 @@ class WebSocketChannel(FrameReceiver):
         Raises as :meth:`receive` (a bad message is an item, not an exception).
         """
         await self._wait_for_message()
-        return take_decoded(self._messages, max_count, _decode_line)
+        messages = self._messages
+        taken = [*islice(messages, max_count)]
+        if len(taken) > 1 and {*map(type, taken)} == _BYTES_ONLY:  # checked as one (decode_lines)
+            if len(taken) == len(messages):
+                messages.clear()
+            else:
+                for _ in taken:
+                    messages.popleft()
+            return decode_lines(taken)  # type: ignore[arg-type]  # bytes only, as checked
+        return take_decoded(messages, max_count, _decode_line)
 
     async def _wait_for_message(self) -> None:
         """Read until a message is buffered: the waiting part of :meth:`receive`, under its guard."""

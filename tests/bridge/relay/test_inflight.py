@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from bridge._relay.inflight import InFlight, TooManyRequests
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge._relay.inflight import DuplicateRequest, InFlight, TooManyRequests
 
 
 def test_replies_written_close_their_requests_and_forget_one_cancelled_while_it_was_written() -> None:
@@ -58,3 +62,47 @@ def test_a_request_beyond_the_limit_is_refused_counting_those_timed_out() -> Non
     in_flight.time_out(1)
     with pytest.raises(TooManyRequests):
         in_flight.open(3)
+
+
+IDS = st.sampled_from([1, 2, 3, "1", "2"])
+
+
+@given(
+    before=st.lists(st.tuples(st.sampled_from(["open", "cancel", "time_out"]), IDS), max_size=6),
+    batch=st.lists(IDS, min_size=1, max_size=4),
+    limit=st.integers(1, 5),
+)
+def test_opening_a_batch_together_opens_it_as_one_by_one_would_or_opens_none(
+    before: list[tuple[str, Any]], batch: list[Any], limit: int
+) -> None:
+    together, one_by_one = InFlight(limit), InFlight(limit)
+    for in_flight in (together, one_by_one):
+        for step, request_id in before:
+            try:
+                if step == "open":
+                    in_flight.open(request_id)
+                elif step == "cancel":
+                    in_flight.cancel(request_id)
+                elif request_id in in_flight:
+                    in_flight.time_out(request_id)
+            except (DuplicateRequest, TooManyRequests):
+                pass
+    was = state(together)
+    first = together.open_all(batch)
+    try:
+        tokens = [one_by_one.open(request_id) for request_id in batch]
+    except (DuplicateRequest, TooManyRequests):
+        assert first is None and state(together) == was  # refused whole: the caller goes one by one
+        return
+    assert tokens == list(range(first, first + len(batch)))
+    assert state(together) == state(one_by_one)
+
+
+def state(in_flight: InFlight) -> tuple[Any, ...]:
+    """Everything an InFlight holds, to compare two."""
+    return (
+        dict(in_flight.awaiting),
+        dict(in_flight._timed_out),
+        list(in_flight._cancelled),
+        len(in_flight),
+    )

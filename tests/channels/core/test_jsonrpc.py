@@ -27,7 +27,7 @@ from channels import (
     kind,
     validate,
 )
-from channels._core.jsonrpc import decode_json, sniff_leading_id
+from channels._core.jsonrpc import all_valid, decode_json, sniff_leading_id
 
 REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
@@ -312,27 +312,29 @@ def test_a_sniffed_id_can_always_be_written_back_in_a_reply() -> None:
         encode({"jsonrpc": "2.0", "id": found, "error": {"code": -32600, "message": "too large"}})
 
 
-@given(
-    message=st.fixed_dictionaries(
-        {
-            "jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
-            "id": st.one_of(st.integers(), st.text(max_size=3), st.booleans(), st.none(), st.floats()),
-        },
-        optional={
-            "method": st.one_of(st.text(max_size=3), st.integers()),
-            "params": st.one_of(
-                st.none(),
-                st.dictionaries(st.text(max_size=2), st.integers()),
-                st.lists(st.integers()),
-                st.integers(),
-            ),
-            "result": st.integers(),
-            "error": st.one_of(
-                st.integers(), st.fixed_dictionaries({"code": st.integers(), "message": st.text(max_size=3)})
-            ),
-        },
-    )
+# Envelopes of every shape, valid or not, for the fast paths of validate and all_valid.
+ENVELOPES = st.fixed_dictionaries(
+    {
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+        "id": st.one_of(st.integers(), st.text(max_size=3), st.booleans(), st.none(), st.floats()),
+    },
+    optional={
+        "method": st.one_of(st.text(max_size=3), st.integers()),
+        "params": st.one_of(
+            st.none(),
+            st.dictionaries(st.text(max_size=2), st.integers()),
+            st.lists(st.integers()),
+            st.integers(),
+        ),
+        "result": st.integers(),
+        "error": st.one_of(
+            st.integers(), st.fixed_dictionaries({"code": st.integers(), "message": st.text(max_size=3)})
+        ),
+    },
 )
+
+
+@given(message=ENVELOPES)
 def test_the_fast_path_of_validate_agrees_with_the_thorough_checks(message: dict[str, Any]) -> None:
     from channels._core.jsonrpc import _validate_thoroughly
 
@@ -357,3 +359,21 @@ def test_decode_json_reads_any_shape_with_exact_integers_and_the_same_strictness
     for text in ("[NaN]", '{"a": Infinity}', "[-Infinity]", "[1e400]"):
         with pytest.raises(ValueError, match=r"not valid JSON|out of range"):
             decode_json(text)
+
+
+@given(st.lists(ENVELOPES, max_size=4))
+def test_all_valid_says_a_batch_is_valid_only_when_each_message_is(batch: list[dict[str, Any]]) -> None:
+    assert all_valid(batch) == all(all_valid([message]) for message in batch)
+    if all_valid(batch):
+        for message in batch:
+            validate(message)  # raises InvalidMessage if all_valid was wrong
+
+
+def test_all_valid_takes_the_usual_shapes() -> None:
+    assert all_valid(
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "a", "result": {}},
+        ]
+    )

@@ -119,6 +119,24 @@ async def test_a_canonical_text_frame_is_handed_out_with_its_payload_as_its_line
     assert lines == [CANONICAL, None, None, None, None, None]
 
 
+async def test_frames_read_together_are_decoded_as_each_alone() -> None:
+    second = CANONICAL.replace(b'"id":7', b'"id":8')
+    frames = [CANONICAL, second, NOT_CANONICAL[0], second, b'{"jsonrpc":"2.0","id":9}', CANONICAL]
+    with trio.fail_after(TIMEOUT):
+        async with connected() as (client, server):
+            for frame in frames:
+                await client.send_message(frame.decode())
+            items: list[object] = []
+            lines: list[bytes | None] = []
+            while len(items) < len(frames):
+                more_items, more_lines = await server.receive_batch_lines(64)
+                items += more_items
+                lines += more_lines
+    assert items[:4] == [decode(frame) for frame in frames[:4]] and items[5] == decode(CANONICAL)
+    assert isinstance(items[4], ProtocolError)
+    assert lines == [CANONICAL, second, None, second, None, CANONICAL]
+
+
 async def test_a_reply_line_becomes_a_text_frames_payload_as_is_and_a_changed_reply_is_encoded_afresh() -> (
     None
 ):
