@@ -36,7 +36,8 @@ import trio
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.errors import ProtocolError
 from ..._core.jsonrpc import JSONObject, encode
-from .stream import Backlog, EventBudget, ResponseStream
+from .backlog import Backlog
+from .stream import EventBudget, ResponseStream
 
 if TYPE_CHECKING:
     from .response import StreamStyle
