@@ -119,8 +119,12 @@ class ResponseStream:
         self._detached: trio.Event | None = None  # made by take_over(), set by detach()
         self.deadline = float("inf")  # while a response waits for its first message (a waiter)
         # Set while a response waits to answer as JSON, if it may be written from the task that
-        # queues the answer (response.JsonAnswer): called with the stream by put() for that answer.
-        self.answer_now: Callable[[ResponseStream], object] | None = None
+        # queues the answer (response.JsonAnswer): called with the stream by put() for that answer,
+        # True if the response's task need not wake for it (it waits for its client's next bytes on
+        # the socket ``watching`` then, and anything else that comes ends that wait).
+        self.answer_now: Callable[[ResponseStream], bool] | None = None
+        self.watching: trio.socket.SocketType | None = None
+        self.answered = False  # answer_now wrote the answer whole: its response is parked, idle
 
     @property
     def kept(self) -> int:
@@ -136,6 +140,7 @@ class ResponseStream:
         """A response starts writing this stream (as JSON if it may, until :meth:`writing_events`)."""
         self.attached = True
         self.abandoned = False
+        self.answered = False
         self._writer = None
         self._detached = None  # made by a take-over only: most responses are never taken over
 
@@ -194,16 +199,22 @@ class ResponseStream:
             self.finals_left -= 1
             if self.finals_left == 0:
                 self.ended = True
-                if self.answer_now is not None and len(self._queue) == 1:
-                    self.answer_now(self)  # the one answer of a response waiting for it: written now
-        if self._changed is not None:
-            self._changed.set()
+                if self.answer_now is not None and len(self._queue) == 1 and self.answer_now(self):
+                    self.answered = True  # the one answer of a response waiting for it, written now
+                    return
+        self._changed_now()
 
     def end(self) -> None:
         """No more messages will come (the session or channel ended)."""
         self.ended = True
+        self._changed_now()
+
+    def _changed_now(self) -> None:
         if self._changed is not None:
             self._changed.set()
+        if self.watching is not None:  # a response.park(): notify_closing() only ends that wait
+            trio.lowlevel.notify_closing(self.watching)
+            self.watching = None
 
     def abandon(self) -> None:
         """The response writing this stream ended before it did (the client left).
@@ -323,8 +334,7 @@ class ResponseStream:
     def nudge(self) -> None:
         """Wake :meth:`wait` even though nothing came."""
         self.nudged = True
-        if self._changed is not None:
-            self._changed.set()
+        self._changed_now()
 
     def expire(self) -> None:
         """A ticker's waiter: :attr:`deadline` passed while a response waited (see :meth:`nudge`)."""
