@@ -71,7 +71,7 @@ class HttpConnection:
         self._unparsed = bytearray()  # read while a response was pending, parsed with the next
         self._unsent = memoryview(b"")  # what respond_now() left for finish_response()
         self._send_fd = send_fd_getter(stream)
-        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self.socket = stream.socket if isinstance(stream, trio.SocketStream) else None  # a plain one
         self._peer_closed = False
         self._broken = False
         self._keep_alive = True
@@ -190,9 +190,9 @@ class HttpConnection:
             return b""
         data: bytes | bytearray | None = None
         try:
-            if expect_wait and self._socket is not None:
-                await trio.lowlevel.wait_readable(self._socket)
-                data = read_ready(self._socket.fileno())
+            if expect_wait and self.socket is not None:
+                await trio.lowlevel.wait_readable(self.socket)
+                data = read_ready(self.socket.fileno())
             if data is None:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -201,6 +201,13 @@ class HttpConnection:
             self._peer_closed = True
         self.bytes_received += len(data)
         return bytes(data)
+
+    def keep(self, data: bytes) -> None:
+        """Bytes another wait read from :attr:`socket`, kept for :meth:`next_request`; ``b""``: the end."""
+        self.bytes_received += len(data)
+        self._unparsed += data
+        if not data:
+            self._peer_closed = True
 
     def _closes(self) -> bool:
         return self._peer_closed or self.closing or not self._keep_alive

@@ -114,6 +114,7 @@ class McpEndpoint:
                 if session.idle and now - session.last_active > self.http.session_idle_timeout:
                     logger.info("%s: session %s idle, ended", session.peer, session.session_id[:8])
                     session.end()
+                    _let_go(session)
                     self.sessions.pop(session.session_id, None)
 
     # --- POST ----------------------------------------------------------------------------
@@ -233,6 +234,7 @@ class McpEndpoint:
         logger.info("%s: session %s evicted (the session cap)", evicted.peer, evicted.session_id[:8])
         del self.sessions[evicted.session_id]
         evicted.evict()
+        _let_go(evicted)
 
     async def _write(
         self, call: HttpCall, stream: ResponseStream, session: SessionChannel, *, json_allowed: bool = True
@@ -250,6 +252,7 @@ class McpEndpoint:
                 keepalive=self.http.sse_keepalive,
                 ticker=self.ticker,
                 answer_now=True,
+                park=True,
             )
             if len(session.styles) >= SESSION_STYLES:
                 session.styles.clear()
@@ -311,7 +314,18 @@ class McpEndpoint:
         del self.sessions[session.session_id]
         logger.debug("%s: session %s deleted", session.peer, session.session_id[:8])
         session.end()
+        _let_go(session)
         await call.respond(200)
+
+
+def _let_go(session: SessionChannel) -> None:
+    """The client ended ``session``: its responses parked after their answer (``response.park``) end now.
+
+    Rather than at their clients' next request or their deadline, holding the session until then.
+    """
+    for stream in list(session.streams.values()):
+        if stream.watching is not None:
+            stream.nudge()
 
 
 def _version(request: Request) -> str | None:

@@ -23,7 +23,8 @@ import trio
 
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.jsonrpc import JSONObject, encode
-from .stream import Backlog, ResponseStream
+from .backlog import Backlog
+from .stream import ResponseStream
 
 # What a 2024-11-05 SSE channel may hold from POSTs the bridge has not read yet (messages).
 SSE_INBOUND_QUEUE = 64

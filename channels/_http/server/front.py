@@ -35,6 +35,7 @@ from .proxying import Headers
 from .request import BadRequest, Credential, Parsing
 from .routing import MAX_TARGET_BYTES, not_found, unsafe_target
 from .service import HttpService, Route, refuse_on
+from .stream import ResponseStream
 
 logger = logging.getLogger("channels.http")
 
@@ -127,7 +128,11 @@ class HttpFront:
         """Stop taking requests: idle keep-alive connections close, busy ones after their answer."""
         self.stopping = True
         for waiter in self.ticker.waiters():
-            if isinstance(waiter, HttpConnection) and waiter.waiting_for_request:
+            # A response parked until its client's next request (response.park) too: answered, it
+            # ends; waiting, it goes on unparked, and its connection closes after its answer.
+            if (isinstance(waiter, HttpConnection) and waiter.waiting_for_request) or (
+                isinstance(waiter, ResponseStream) and waiter.watching is not None
+            ):
                 self.ticker.discard(waiter)
                 waiter.expire()
 

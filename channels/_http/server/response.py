@@ -23,8 +23,9 @@ import trio
 
 from ..._core.ticker import Ticker
 from ..sse import KEEPALIVE, encode_event
-from .conn import NOT_SENT, PART_SENT, HttpConnection
+from .conn import NOT_SENT, PART_SENT, SENT, HttpConnection
 from .connvalues import header_block
+from .request import read_ready
 from .stream import ResponseStream
 
 # SSE response headers: X-Accel-Buffering stops nginx from buffering the stream (the MCP
@@ -64,6 +65,8 @@ class StreamStyle:
             one, a cancel scope bounds it.
         answer_now: an answer queued while the response waits for it as JSON is written by the
             task that queues it, at once (:class:`JsonAnswer`).
+        park: with ``answer_now``, on a plain socket, the response waits for that answer and its
+            client's next request at once (:func:`park`).
         json_headers: a JSON answer's headers (the content type and ``extra_headers``), encoded.
     """
 
@@ -76,6 +79,7 @@ class StreamStyle:
     event: str | None = None
     ticker: Ticker | None = None
     answer_now: bool = False
+    park: bool = False
     # A JSON answer's headers, encoded once for all the responses of this style.
     json_headers: bytes = attrs.field(
         init=False,
@@ -181,17 +185,25 @@ async def _answer_as_json(
         else:
             stream.deadline = quick  # the stream is the ticker's waiter: no object per request
             style.ticker.add(stream)
-            answer = stream.answer_now = JsonAnswer(connection, style) if style.answer_now else None
+            parked = style.park and style.answer_now and connection.socket is not None
+            answer = stream.answer_now = JsonAnswer(connection, style, parked) if style.answer_now else None
+            left = False
             try:
-                await stream.wait()
+                if parked:
+                    left = not await park(connection, stream)
+                else:
+                    await stream.wait()
             finally:
                 style.ticker.discard(stream)
-                stream.answer_now = None
+                stream.answer_now = stream.watching = None
+                stream.nudged = False
             if answer is not None and answer.sent:
                 if answer.sent == PART_SENT:
                     await connection.finish_response()
                 stream.written(answer.seq, replayable=False)
                 return True
+            if left:
+                return False
         if not stream.unwritten and not stream.ended and await _wait_watched(connection, stream, deadline):
             return False
     if stream.unwritten == 1 and stream.ended:
@@ -225,14 +237,45 @@ class JsonAnswer:
 
     connection: HttpConnection
     style: StreamStyle
+    parked: bool = False
     sent: int = NOT_SENT
     seq: int = 0
 
-    def __call__(self, stream: ResponseStream) -> None:
+    def __call__(self, stream: ResponseStream) -> bool:
+        """Write the answer; True if the response's task need not wake for it (see :func:`park`)."""
         stream.answer_now = None  # once
         seq, data, _, status = stream.first_unwritten()
         self.sent = self.connection.respond_now(status, self.style.json_headers, data)
         self.seq = seq
+        return self.parked and self.sent == SENT and self.connection.reusable
+
+
+async def park(connection: HttpConnection, stream: ResponseStream) -> bool:
+    """Wait for ``stream``'s answer and the client's next bytes at once; False if the client left.
+
+    The answer to a request is written by the task that routes it (:class:`JsonAnswer`); waiting
+    for it on the stream, the response's task would wake once for it, only to finish and wait
+    for the next request, a second pass of the scheduler per request. Parked here, it waits for
+    the socket to be readable instead, and wakes once: at the client's next request (read and
+    kept for it), or at its end. Anything else that comes for the stream (an answer not written
+    whole, a message before the answer, the stream's end, its deadline) ends the wait at once:
+    :meth:`ResponseStream._changed_now` calls ``trio.lowlevel.notify_closing`` on the socket,
+    which ends a ``wait_readable`` on it and does nothing else (the socket is not closed; the
+    next wait registers it again). A cancel scope per request would cost as much as the pass it
+    saves. A kept-alive connection's idle timeout so counts from the end of this wait, at most
+    the quick wait (:data:`QUICK_WAIT`) after the request.
+    """
+    sock = connection.socket
+    assert sock is not None
+    stream.watching = sock
+    try:
+        await trio.lowlevel.wait_readable(sock)
+    except trio.ClosedResourceError:
+        return True  # woken by the stream (only the response's own task closes the socket)
+    data = read_ready(sock.fileno())
+    if data is not None:
+        connection.keep(data)
+    return data != b""
 
 
 async def _wait_watched(connection: HttpConnection, stream: ResponseStream, deadline: float) -> bool:

@@ -36,7 +36,8 @@ import trio
 from ..._core.channel import MessageChannel, PeerInfo
 from ..._core.errors import ProtocolError
 from ..._core.jsonrpc import JSONObject, encode
-from .stream import Backlog, EventBudget, ResponseStream
+from .backlog import Backlog
+from .stream import EventBudget, ResponseStream
 
 if TYPE_CHECKING:
     from .response import StreamStyle
@@ -238,14 +239,13 @@ class SessionChannel(MessageChannel):
         """A request is in flight or a response to one is being written; never evicted.
 
         In flight: POSTed and neither answered nor cancelled. Being written: an HTTP response is
-        attached to a request's stream (a POST's event stream, or one resumed with
-        ``Last-Event-ID``). An open standalone GET stream does not make a session busy: a client
-        keeps it open for the whole session, so counting it would make every live session of such
-        clients unevictable, and an evicted session's GET stream simply ends.
+        attached to a request's stream (an event stream, or one answered and not parked). An open
+        standalone GET stream does not make a session busy: a client keeps it open for the whole
+        session, so counting it would make every live session of such clients unevictable, and an
+        evicted session's GET stream simply ends.
         """
-        return bool(self.requests) or any(
-            stream.attached for key, stream in self.streams.items() if key != STANDALONE_KEY
-        )
+        others = (stream for key, stream in self.streams.items() if key != STANDALONE_KEY)
+        return bool(self.requests) or any(stream.attached and not stream.answered for stream in others)
 
     # --- the bridge side -----------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 A :class:`ResponseStream` is one logical stream of server-to-client messages: the answer to one
 POSTed request, a legacy session's standalone GET stream, a 2024-11-05 SSE connection. The channel
 side :meth:`~ResponseStream.put` messages without waiting for the network (its sender waits on
-a :class:`Backlog` first, which bounds what may pile up); the HTTP side takes them with
-:func:`~channels._http.server.response.write_response`, which decides between one
-``application/json`` body and ``text/event-stream``.
+a :class:`~channels._http.server.backlog.Backlog` first, which bounds what may pile up); the
+HTTP side takes them with :func:`~channels._http.server.response.write_response`, which decides
+between one ``application/json`` body and ``text/event-stream``.
 
 Events carry ids ``KEY/SEQ`` (the stream's key, then a sequence number from 1), unique within a
 session and naming their stream, so a client that lost a resumable stream can ask for the rest
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from ..._core.errors import SendTimeout
+from .backlog import Backlog
 
 # What keeping one event costs besides its data (a tuple, a deque slot, its stream's share),
 # charged to the replay budget so that many small events cannot hold much more than it says.
@@ -85,61 +85,6 @@ ORDER_SLACK = 1024
 TAKEOVER_TIMEOUT = 1.0
 
 
-# Bytes queued for a client and not written (a session's, or one response's: what a client that
-# does not read can make the bridge hold), beyond which the bridge's sends wait, up to its send
-# timeout. As much as shared mode queues per client (Limits.client_queue_bytes); one message of
-# any size still passes when nothing is queued.
-BACKLOG_LIMIT = 8 * 1024 * 1024
-
-
-@attrs.define(eq=False)
-class Backlog:
-    """Bytes queued and not yet written, over all of a session's streams (backpressure).
-
-    Attributes:
-        unwritten: bytes queued and not written.
-    """
-
-    unwritten: int = 0
-    # Made by a sender that waits for room, and only then: most backlogs (one per 2026-07-28
-    # request) never have one waiting.
-    _room: trio.Event | None = None
-
-    def add(self, size: int) -> None:
-        self.unwritten += size
-
-    def remove(self, size: int) -> None:
-        self.unwritten = max(0, self.unwritten - size)
-        if self._room is not None:
-            self._room.set()
-
-    def progressed(self) -> None:
-        """The client took part of a response: progress, though no message is written whole yet."""
-        if self._room is not None:
-            self._room.set()
-
-    async def make_room(self, timeout: float | None) -> None:
-        """Backpressure: wait while more than :data:`BACKLOG_LIMIT` bytes are queued.
-
-        ``timeout`` bounds the time without progress, not the whole wait: a client reading its
-        responses steadily (many of them, each at its own pace) may keep the backlog over the
-        limit for long, and is not too slow for it; one that reads nothing at all for
-        ``timeout`` seconds is. Progress is any byte the client takes (:meth:`progressed`), not
-        only a whole message (:meth:`remove`): many large responses read at once may each take
-        longer than ``timeout``.
-
-        Raises:
-            SendTimeout: the client read nothing for ``timeout`` seconds.
-        """
-        limit = float("inf") if timeout is None else timeout
-        while self.unwritten > BACKLOG_LIMIT:
-            with trio.move_on_after(limit) as waited:
-                room = self._room = trio.Event()
-                await room.wait()
-            if waited.cancelled_caught:
-                raise SendTimeout(f"the client read nothing for {timeout:g}s")
-
-
 class ResponseStream:
     """Messages for one response, queued by the channel side and written by the HTTP side.
 
@@ -174,8 +119,12 @@ class ResponseStream:
         self._detached: trio.Event | None = None  # made by take_over(), set by detach()
         self.deadline = float("inf")  # while a response waits for its first message (a waiter)
         # Set while a response waits to answer as JSON, if it may be written from the task that
-        # queues the answer (response.JsonAnswer): called with the stream by put() for that answer.
-        self.answer_now: Callable[[ResponseStream], object] | None = None
+        # queues the answer (response.JsonAnswer): called with the stream by put() for that answer,
+        # True if the response's task need not wake for it (it waits for its client's next bytes on
+        # the socket ``watching`` then, and anything else that comes ends that wait).
+        self.answer_now: Callable[[ResponseStream], bool] | None = None
+        self.watching: trio.socket.SocketType | None = None
+        self.answered = False  # answer_now wrote the answer whole: its response is parked, idle
 
     @property
     def kept(self) -> int:
@@ -191,6 +140,7 @@ class ResponseStream:
         """A response starts writing this stream (as JSON if it may, until :meth:`writing_events`)."""
         self.attached = True
         self.abandoned = False
+        self.answered = False
         self._writer = None
         self._detached = None  # made by a take-over only: most responses are never taken over
 
@@ -249,16 +199,22 @@ class ResponseStream:
             self.finals_left -= 1
             if self.finals_left == 0:
                 self.ended = True
-                if self.answer_now is not None and len(self._queue) == 1:
-                    self.answer_now(self)  # the one answer of a response waiting for it: written now
-        if self._changed is not None:
-            self._changed.set()
+                if self.answer_now is not None and len(self._queue) == 1 and self.answer_now(self):
+                    self.answered = True  # the one answer of a response waiting for it, written now
+                    return
+        self._changed_now()
 
     def end(self) -> None:
         """No more messages will come (the session or channel ended)."""
         self.ended = True
+        self._changed_now()
+
+    def _changed_now(self) -> None:
         if self._changed is not None:
             self._changed.set()
+        if self.watching is not None:  # a response.park(): notify_closing() only ends that wait
+            trio.lowlevel.notify_closing(self.watching)
+            self.watching = None
 
     def abandon(self) -> None:
         """The response writing this stream ended before it did (the client left).
@@ -378,8 +334,7 @@ class ResponseStream:
     def nudge(self) -> None:
         """Wake :meth:`wait` even though nothing came."""
         self.nudged = True
-        if self._changed is not None:
-            self._changed.set()
+        self._changed_now()
 
     def expire(self) -> None:
         """A ticker's waiter: :attr:`deadline` passed while a response waited (see :meth:`nudge`)."""

@@ -20,12 +20,13 @@ from channels._core.channel import MessageChannel
 from channels._core.jsonrpc import encode
 from channels._core.options import HttpOptions
 from channels._core.ticker import Ticker
+from channels._http.server.backlog import Backlog
 from channels._http.server.call import HttpCall
 from channels._http.server.endpoint import McpEndpoint
 from channels._http.server.exchange import ExchangeChannel
 from channels._http.server.request import Request
 from channels._http.server.response import StreamStyle, write_response
-from channels._http.server.stream import Backlog, ResponseStream
+from channels._http.server.stream import ResponseStream
 
 from socketpairs import connection_pair, read_all
 

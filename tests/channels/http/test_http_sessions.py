@@ -28,10 +28,10 @@ from sdkhttp import http_client, texts
 
 from bridge import Daemon, Limits
 from channels import HttpOptions, ListenOptions, SendTimeout
+from channels._http.server import backlog as backlog_module
 from channels._http.server import front
-from channels._http.server import stream as stream_module
+from channels._http.server.backlog import BACKLOG_LIMIT, Backlog
 from channels._http.server.session import KEPT_STREAMS, SessionChannel
-from channels._http.server.stream import BACKLOG_LIMIT, Backlog
 
 from conftest import poll, running_bridge
 
@@ -91,7 +91,7 @@ SLOW_PAUSE = 0.04  # ... then this pause: about 400 KB/s per response
 async def test_a_session_whose_client_reads_many_large_responses_slowly_but_steadily_is_not_too_slow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(stream_module, "BACKLOG_LIMIT", SLOW_LIMIT)
+    monkeypatch.setattr(backlog_module, "BACKLOG_LIMIT", SLOW_LIMIT)
     monkeypatch.setattr(front, "SEND_TIMEOUT", SLOW_TIMEOUT)
     limits = Limits(send_timeout=SLOW_TIMEOUT)
     transport = httpx.AsyncHTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)])
