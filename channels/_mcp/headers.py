@@ -138,12 +138,23 @@ def header_texts(headers: Headers, name: bytes) -> list[str]:
     return [value.decode("latin-1").strip(OWS) for value in header_values(headers, name)]
 
 
-def routing_header_texts(headers: Headers) -> dict[bytes, list[str]]:
+def routing_header_texts(
+    headers: Headers, fields: Mapping[bytes, bytes] | None = None
+) -> dict[bytes, list[str]]:
     """:func:`header_texts` of each of :data:`ROUTING_HEADERS` present, in one pass over ``headers``.
 
     A header absent is not a key (a request carries them all: one pass, not one per name).
+    ``fields``, if given, is the value of each header of ``headers`` sent once, by name (an HTTP
+    request's ``single_fields``): when no name is repeated (as many fields as headers), the three
+    are looked up in it instead of scanning every header.
     """
     found: dict[bytes, list[str]] = {}
+    if fields is not None and len(fields) == len(headers):
+        for name in ROUTING_HEADERS:
+            value = fields.get(name)
+            if value is not None:
+                found[name] = [value.decode("latin-1").strip(OWS)]
+        return found
     for name, value in headers:
         if name in _ROUTING_NAMES:
             text = value.decode("latin-1").strip(OWS)

@@ -69,6 +69,7 @@ def check_modern_request(
     message: JSONObject | list[JSONObject],
     headers: Headers,
     supported: Sequence[str] = MODERN_VERSIONS,
+    fields: Mapping[bytes, bytes] | None = None,
 ) -> HttpRefusal | None:
     """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcp.admission.era_of` found modern.
 
@@ -114,6 +115,9 @@ def check_modern_request(
         message: what :func:`~channels._mcp.admission.parse_body` returned.
         headers: the request's headers.
         supported: the modern versions served (the child's ``supportedVersions``).
+        fields: the value of each header sent once, by name (the HTTP request's
+            ``single_fields``), if the caller has it: the headers are then looked up, not scanned
+            (:func:`~channels._mcp.headers.routing_header_texts`).
     """
     if isinstance(message, list):
         return invalid_request(
@@ -134,7 +138,7 @@ def check_modern_request(
     method: str = message["method"]
     meta = meta_of(message)
 
-    routing = routing_header_texts(headers)
+    routing = routing_header_texts(headers, fields)
     if (
         method == "initialize"
         and not has_modern_claim(message)

@@ -3,8 +3,8 @@
 Sans-IO: :class:`~channels._http.server.modern.ModernPosts` remembers each connection's peer
 (:attr:`~channels._http.server.call.HttpCall.peer`, by the connection's address record, its
 credential, ``Origin`` and ``User-Agent``), and :func:`~channels._mcp.headers.routing_header_texts`
-reads every routing header in one pass; both against what they stand for, on requests parsed by
-the listener's own parser.
+reads every routing header in one pass (or looks each up in the request's fields); both against
+what they stand for, on requests parsed by the listener's own parser.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from channels._core.options import HttpOptions
 from channels._core.ticker import Ticker
 from channels._http.server.call import HttpCall
 from channels._http.server.modern import PEERS, ModernPosts
-from channels._http.server.request import Parsing, Request
+from channels._http.server.request import Parsing, Request, single_fields
 from channels._mcp.headers import ROUTING_HEADERS, header_texts, routing_header_texts
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
@@ -87,3 +87,5 @@ def test_one_pass_finds_every_routing_header_as_a_lookup_of_each_finds_it() -> N
         found = routing_header_texts(headers)
         for header in ROUTING_HEADERS:
             assert found.get(header, []) == header_texts(headers, header), (header, headers)
+        # looked up in the request's fields when no name repeats, scanned when one does: the same
+        assert routing_header_texts(headers, single_fields(headers)) == found, headers
