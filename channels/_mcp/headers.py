@@ -3,11 +3,11 @@ r"""What a 2026-07-28 request carries in HTTP headers, for the server and the cl
 The Streamable HTTP transport of 2026-07-28 mirrors body fields into headers, so that
 intermediaries can route a request without reading its body: ``MCP-Protocol-Version`` (the
 ``_meta`` version), ``Mcp-Method``, ``Mcp-Name`` and the ``Mcp-Param-{Name}`` headers a tool's
-``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcp.modern`); the
-client writes them (:mod:`channels._mcp.client`, :mod:`channels._mcp.params`). Both take from
-here what they must agree on: the versions and the era test, the header and ``_meta`` names, the
-``=?base64?...?=`` form of a value, the standard headers of a request, and which annotations of a
-tool's ``inputSchema`` count.
+``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcp.modern`,
+:mod:`channels._mcp.paramcheck`); the client writes them (:mod:`channels._mcp.client`,
+:mod:`channels._mcp.params`). Both take from here what they must agree on: the versions and the
+era test, the header and ``_meta`` names, the ``=?base64?...?=`` form of a value, the standard
+headers of a request, and which annotations of a tool's ``inputSchema`` count.
 
 Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
@@ -138,23 +138,12 @@ def header_texts(headers: Headers, name: bytes) -> list[str]:
     return [value.decode("latin-1").strip(OWS) for value in header_values(headers, name)]
 
 
-def routing_header_texts(
-    headers: Headers, fields: Mapping[bytes, bytes] | None = None
-) -> dict[bytes, list[str]]:
+def routing_header_texts(headers: Headers) -> dict[bytes, list[str]]:
     """:func:`header_texts` of each of :data:`ROUTING_HEADERS` present, in one pass over ``headers``.
 
     A header absent is not a key (a request carries them all: one pass, not one per name).
-    ``fields``, if given, is the value of each header of ``headers`` sent once, by name (an HTTP
-    request's ``single_fields``): when no name is repeated (as many fields as headers), the three
-    are looked up in it instead of scanning every header.
     """
     found: dict[bytes, list[str]] = {}
-    if fields is not None and len(fields) == len(headers):
-        for name in ROUTING_HEADERS:
-            value = fields.get(name)
-            if value is not None:
-                found[name] = [value.decode("latin-1").strip(OWS)]
-        return found
     for name, value in headers:
         if name in _ROUTING_NAMES:
             text = value.decode("latin-1").strip(OWS)
@@ -349,7 +338,7 @@ def tool_headers_from_list(result: JSONObject) -> dict[str, dict[str, ParamPath]
     """The ``x-mcp-header`` annotations of every valid tool in a ``tools/list`` result.
 
     Tool name → (header name → parameter path), for
-    :func:`~channels._mcp.modern.check_param_headers`. A tool whose annotations break the spec's
+    :func:`~channels._mcp.paramcheck.check_param_headers`. A tool whose annotations break the spec's
     constraints is left out (see :func:`x_mcp_headers`); a tool without annotations maps to
     ``{}``. One result is one page: merge the pages.
     """
