@@ -55,7 +55,7 @@ FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
 obsolete and, for these headers, "invalid characters": SPEC §Server Validation)."""
 # The kinds, looked up once: reading a member off an Enum class costs about 1,700 instructions in
 # Python 3.11 (cachegrind), twice per request here otherwise (as in channels._core.jsonrpc).
-_REQUEST, _RESPONSE = Kind.REQUEST, Kind.RESPONSE
+_REQUEST, _NOTIFICATION, _RESPONSE = Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE
 
 
 # -- The standard headers and _meta -----------------------------------------------------------------
@@ -66,6 +66,7 @@ def check_modern_request(
     headers: Headers,
     supported: Sequence[str] = MODERN_VERSIONS,
     fields: Mapping[bytes, bytes] | None = None,
+    validated: bool = False,
 ) -> HttpRefusal | None:
     """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcp.admission.era_of` found modern.
 
@@ -114,16 +115,22 @@ def check_modern_request(
         fields: the value of each header sent once, by name (the HTTP request's
             ``single_fields``), if the caller has it: when no name is repeated, the three routing
             headers are looked up in it, not scanned for in ``headers``; the answer is the same.
+        validated: ``message`` is one message that :func:`~channels._core.jsonrpc.validate`
+            passed already (the HTTP endpoint decodes a body with it): its kind is then read
+            off its keys, not checked again.
     """
     if isinstance(message, list):
         return invalid_request(
             "a JSON-RPC batch; in protocol version 2026-07-28 a POST carries one request or notification",
             "batch-not-allowed",
         )
-    try:
-        kind = validate(message)
-    except InvalidMessage as exc:
-        return protocol_refusal(exc)
+    if validated:  # validate()'s answer for a message it passed: a response has no method
+        kind = (_REQUEST if "id" in message else _NOTIFICATION) if "method" in message else _RESPONSE
+    else:
+        try:
+            kind = validate(message)
+        except InvalidMessage as exc:
+            return protocol_refusal(exc)
     if kind is _RESPONSE:
         return invalid_request(
             "a JSON-RPC response; in protocol version 2026-07-28 a client posts requests and notifications",

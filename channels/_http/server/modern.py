@@ -60,10 +60,10 @@ class ModernPosts:
         self._peers: dict[int, tuple[PeerInfo, tuple[object, ...], PeerInfo]] = {}  # see _peer()
 
     async def serve(self, call: HttpCall, message: JSONObject) -> None:
-        """Serve ``call``, a POST whose one message ``message`` is of the 2026-07-28 era."""
+        """Serve ``call``, a POST whose one message ``message`` (validated) is of the 2026-07-28 era."""
         request = call.request
         headers = request.headers
-        refusal = check_modern_request(message, headers, fields=request.fields)
+        refusal = check_modern_request(message, headers, fields=request.fields, validated=True)
         if refusal is None and self.tool_headers:  # only once a tools/list declared some
             refusal = check_param_headers(message, headers, self.tool_headers)
         if refusal is not None:
