@@ -37,20 +37,17 @@ class Usage:
 
     def add(self) -> None:
         """Count one more user; the caller calls :meth:`remove` once it has ended, come what may."""
-        self.users += 1
-        if self._changed is not None:  # a waiter made one (on demand only): no call per request else
-            self._wake()
+        self._change(+1)
 
     def remove(self) -> None:
         """One user has ended."""
-        self.users -= 1
-        if self._changed is not None:
-            self._wake()
+        self._change(-1)
 
-    def _wake(self) -> None:
-        assert self._changed is not None
-        self._changed.set()
-        self._changed = None
+    def _change(self, delta: int) -> None:
+        self.users += delta
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     async def _wait_change(self) -> None:
         if self._changed is None:

@@ -133,9 +133,7 @@ class ExchangeChannel(MessageChannel):
             # A reply is a result or an error, never both (validated): a result's status is 200.
             status = 200 if "result" in message else self._status_of(message)
             self.stream.put(data, final=True, status=status)
-            self._over = True  # _set_over(), inlined: one per request
-            if self._over_event is not None:
-                self._over_event.set()
+            self._set_over()
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none
 
