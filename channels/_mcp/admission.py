@@ -16,12 +16,13 @@ The order a server applies them in, for a ``POST``:
    status :func:`status_for_error` gives (the 2026-07-28 HTTP binding gives errors statuses).
    Legacy: :func:`check_legacy_version`, and :func:`check_legacy_batch` for an array.
 
-The rules live in four modules; this one holds the checks that come first (steps 1 to 3, the
+The rules live in five modules; this one holds the checks that come first (steps 1 to 3, the
 legacy ones), and re-exports the others, so that a server imports its rules from here:
 
 * :mod:`channels._mcp.headers`: what a modern request carries in headers, shared with the client
   (versions, names, the ``=?base64?...?=`` form, ``x-mcp-header`` annotations).
 * :mod:`channels._mcp.modern`: the modern checks of those headers (step 4).
+* :mod:`channels._mcp.paramcheck`: the modern checks of a call's ``Mcp-Param-{Name}`` headers.
 * :mod:`channels._mcp.refusal`: :class:`HttpRefusal`, the error codes and their statuses.
 
 Sources, cited by short name in the comments below, each as read at the commit named:
@@ -80,7 +81,8 @@ from .headers import (
     tool_headers_from_list,
     x_mcp_headers,
 )
-from .modern import check_modern_request, check_param_headers
+from .modern import check_modern_request
+from .paramcheck import check_param_headers
 from .refusal import (
     HEADER_MISMATCH,
     INVALID_PARAMS,

@@ -3,11 +3,11 @@ r"""What a 2026-07-28 request carries in HTTP headers, for the server and the cl
 The Streamable HTTP transport of 2026-07-28 mirrors body fields into headers, so that
 intermediaries can route a request without reading its body: ``MCP-Protocol-Version`` (the
 ``_meta`` version), ``Mcp-Method``, ``Mcp-Name`` and the ``Mcp-Param-{Name}`` headers a tool's
-``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcp.modern`); the
-client writes them (:mod:`channels._mcp.client`, :mod:`channels._mcp.params`). Both take from
-here what they must agree on: the versions and the era test, the header and ``_meta`` names, the
-``=?base64?...?=`` form of a value, the standard headers of a request, and which annotations of a
-tool's ``inputSchema`` count.
+``x-mcp-header`` annotations ask for. The server checks them (:mod:`channels._mcp.modern`,
+:mod:`channels._mcp.paramcheck`); the client writes them (:mod:`channels._mcp.client`,
+:mod:`channels._mcp.params`). Both take from here what they must agree on: the versions and the
+era test, the header and ``_meta`` names, the ``=?base64?...?=`` form of a value, the standard
+headers of a request, and which annotations of a tool's ``inputSchema`` count.
 
 Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
@@ -338,7 +338,7 @@ def tool_headers_from_list(result: JSONObject) -> dict[str, dict[str, ParamPath]
     """The ``x-mcp-header`` annotations of every valid tool in a ``tools/list`` result.
 
     Tool name → (header name → parameter path), for
-    :func:`~channels._mcp.modern.check_param_headers`. A tool whose annotations break the spec's
+    :func:`~channels._mcp.paramcheck.check_param_headers`. A tool whose annotations break the spec's
     constraints is left out (see :func:`x_mcp_headers`); a tool without annotations maps to
     ``{}``. One result is one page: merge the pages.
     """

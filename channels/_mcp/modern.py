@@ -5,7 +5,8 @@ reads the body MUST refuse a request whose headers are missing, malformed or dis
 that an intermediary routing on the headers and the server acting on the body cannot be told two
 different things (SPEC ``streamable-http.mdx`` §Server Validation). :func:`check_modern_request`
 checks the ``_meta`` fields, ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``;
-:func:`check_param_headers` the ``Mcp-Param-{Name}`` headers of a ``tools/call``.
+:func:`~channels._mcp.paramcheck.check_param_headers` the ``Mcp-Param-{Name}`` headers of a
+``tools/call``.
 
 Sources are cited by the short names of :mod:`channels._mcp.admission` (SPEC, TS, PY, CONF).
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from .._core.errors import InvalidMessage
 from .._core.guard import Headers
-from .._core.jsonrpc import JSONObject, Kind, RequestId, is_request_id, validate
+from .._core.jsonrpc import JSONObject, Kind, RequestId, validate
 from .headers import (
     CLIENT_CAPABILITIES_KEY,
     DISPLAY_NAMES,
@@ -27,19 +28,15 @@ from .headers import (
     MODERN_VERSIONS,
     NAME_HEADER,
     NAME_SOURCES,
-    PARAM_HEADER_PREFIX,
+    OWS,
     PROTOCOL_VERSION_HEADER,
     PROTOCOL_VERSION_KEY,
     REQUIRED_META_KEYS,
     ROUTING_HEADERS,
     TASK_NAME_SOURCES,
-    ParamPath,
     decode_header_value,
     has_modern_claim,
-    header_texts,
     is_modern_version,
-    meta_of,
-    method_of,
     routing_header_texts,
 )
 from .refusal import (
@@ -53,12 +50,12 @@ from .refusal import (
     shown,
 )
 
-# RFC 9110 §5.5: a field value is visible ASCII, space and tab (obs-text, bytes 0x80-0xFF, is
-# obsolete and, for these headers, "invalid characters": SPEC §Server Validation).
-_FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
-# The only header values compared as numbers (SPEC: integers SHOULD compare numerically); TS and PY
-# use the same gate, so "0x1a", "1e3" and " 42" never count as 42.
-_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
+"""RFC 9110 §5.5: a field value is visible ASCII, space and tab (obs-text, bytes 0x80-0xFF, is
+obsolete and, for these headers, "invalid characters": SPEC §Server Validation)."""
+# The kinds, looked up once: reading a member off an Enum class costs about 1,700 instructions in
+# Python 3.11 (cachegrind), twice per request here otherwise (as in channels._core.jsonrpc).
+_REQUEST, _NOTIFICATION, _RESPONSE = Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE
 
 
 # -- The standard headers and _meta -----------------------------------------------------------------
@@ -68,6 +65,8 @@ def check_modern_request(
     message: JSONObject | list[JSONObject],
     headers: Headers,
     supported: Sequence[str] = MODERN_VERSIONS,
+    fields: Mapping[bytes, bytes] | None = None,
+    validated: bool = False,
 ) -> HttpRefusal | None:
     """Apply the 2026-07-28 rules to a POST that :func:`~channels._mcp.admission.era_of` found modern.
 
@@ -113,63 +112,99 @@ def check_modern_request(
         message: what :func:`~channels._mcp.admission.parse_body` returned.
         headers: the request's headers.
         supported: the modern versions served (the child's ``supportedVersions``).
+        fields: the value of each header sent once, by name (the HTTP request's
+            ``single_fields``), if the caller has it: when no name is repeated, the three routing
+            headers are looked up in it, not scanned for in ``headers``; the answer is the same.
+        validated: ``message`` is one message that :func:`~channels._core.jsonrpc.validate`
+            passed already (the HTTP endpoint decodes a body with it): its kind is then read
+            off its keys, not checked again.
     """
     if isinstance(message, list):
         return invalid_request(
             "a JSON-RPC batch; in protocol version 2026-07-28 a POST carries one request or notification",
             "batch-not-allowed",
         )
-    try:
-        kind = validate(message)
-    except InvalidMessage as exc:
-        return protocol_refusal(exc)
-    if kind is Kind.RESPONSE:
+    if validated:  # validate()'s answer for a message it passed: a response has no method
+        kind = (_REQUEST if "id" in message else _NOTIFICATION) if "method" in message else _RESPONSE
+    else:
+        try:
+            kind = validate(message)
+        except InvalidMessage as exc:
+            return protocol_refusal(exc)
+    if kind is _RESPONSE:
         return invalid_request(
             "a JSON-RPC response; in protocol version 2026-07-28 a client posts requests and notifications",
             "response-not-allowed",
         )
-    is_request = kind is Kind.REQUEST
+    is_request = kind is _REQUEST
     request_id: RequestId | None = message["id"] if is_request else None
     method: str = message["method"]
-    meta = meta_of(message)
+    params = message.get("params")  # meta_of(message), inlined: the message is an object
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        meta = None
 
-    routing = routing_header_texts(headers)
-    if (
-        method == "initialize"
-        and not has_modern_claim(message)
-        and any(is_modern_version(value) for value in routing.get(PROTOCOL_VERSION_HEADER, ()))
-    ):
-        return header_mismatch(
-            "an initialize request (the legacy handshake) sent with a modern MCP-Protocol-Version header",
-            "initialize-with-modern-header",
-            request_id,
-            PROTOCOL_VERSION_HEADER,
-        )
-
-    refusal = _check_meta(meta, is_request, request_id)
-    if refusal is not None:
-        return refusal
-
-    values: dict[bytes, str] = {}
-    for name in ROUTING_HEADERS:  # in this order: the first failure wins
-        texts = routing.get(name)
-        if texts is None:
-            continue
-        if len(texts) > 1:
+    version_header = method_header = name_header = None
+    routing = None
+    if fields is not None and len(fields) == len(headers):  # no name repeated: each looked up once
+        raw = fields.get(PROTOCOL_VERSION_HEADER)
+        if raw is not None:
+            version_header = raw.decode("latin-1").strip(OWS)
+        raw = fields.get(METHOD_HEADER)
+        if raw is not None:
+            method_header = raw.decode("latin-1").strip(OWS)
+        raw = fields.get(NAME_HEADER)
+        if raw is not None:
+            name_header = raw.decode("latin-1").strip(OWS)
+    else:
+        routing = routing_header_texts(headers)
+    if method == "initialize" and not has_modern_claim(message):
+        if routing is not None:
+            versions: Sequence[str] = routing.get(PROTOCOL_VERSION_HEADER, ())
+        else:
+            versions = () if version_header is None else (version_header,)
+        if any(is_modern_version(value) for value in versions):
             return header_mismatch(
-                f"more than one {DISPLAY_NAMES[name]} header", "duplicate-header", request_id, name
-            )
-        if not _FIELD_VALUE.fullmatch(texts[0]):
-            return header_mismatch(
-                f"the {DISPLAY_NAMES[name]} header holds invalid characters",
-                "invalid-header-value",
+                "an initialize request (the legacy handshake) sent with a modern MCP-Protocol-Version header",
+                "initialize-with-modern-header",
                 request_id,
-                name,
+                PROTOCOL_VERSION_HEADER,
             )
-        values[name] = texts[0]
+
+    if not (  # _check_meta's usual answer, without the call: a request with both fields right
+        is_request
+        and meta is not None
+        and type(meta.get(PROTOCOL_VERSION_KEY)) is str
+        and type(meta.get(CLIENT_CAPABILITIES_KEY)) is dict
+    ):
+        refusal = _check_meta(meta, is_request, request_id)
+        if refusal is not None:
+            return refusal
+
+    if routing is None:
+        # Each value once: the three joined are field-value characters exactly when each is.
+        if not FIELD_VALUE.fullmatch((version_header or "") + (method_header or "") + (name_header or "")):
+            for name, text in zip(ROUTING_HEADERS, (version_header, method_header, name_header), strict=True):
+                if text is not None and not FIELD_VALUE.fullmatch(text):  # the first one fails
+                    return _invalid_characters(name, request_id)
+    else:
+        values: dict[bytes, str] = {}
+        for name in ROUTING_HEADERS:  # in this order: the first failure wins
+            texts = routing.get(name)
+            if texts is None:
+                continue
+            if len(texts) > 1:
+                return header_mismatch(
+                    f"more than one {DISPLAY_NAMES[name]} header", "duplicate-header", request_id, name
+                )
+            if not FIELD_VALUE.fullmatch(texts[0]):
+                return _invalid_characters(name, request_id)
+            values[name] = texts[0]
+        version_header = values.get(PROTOCOL_VERSION_HEADER)
+        method_header = values.get(METHOD_HEADER)
+        name_header = values.get(NAME_HEADER)
 
     claimed = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
-    version_header = values.get(PROTOCOL_VERSION_HEADER)
     if version_header is None:
         if is_request:
             return missing_header(PROTOCOL_VERSION_HEADER, request_id)
@@ -183,7 +218,6 @@ def check_modern_request(
         )
     version = claimed if claimed is not None else version_header
 
-    method_header = values.get(METHOD_HEADER)
     if method_header is None:
         if is_request:
             return missing_header(METHOD_HEADER, request_id)
@@ -196,7 +230,7 @@ def check_modern_request(
         )
 
     if is_request:
-        refusal = _check_name(message, method, values.get(NAME_HEADER), request_id)
+        refusal = _check_name(message, method, name_header, request_id)
         if refusal is not None:
             return refusal
 
@@ -210,6 +244,12 @@ def check_modern_request(
             {"supported": list(supported), "requested": version},
         )
     return None
+
+
+def _invalid_characters(name: bytes, request_id: RequestId | None) -> HttpRefusal:
+    return header_mismatch(
+        f"the {DISPLAY_NAMES[name]} header holds invalid characters", "invalid-header-value", request_id, name
+    )
 
 
 def _check_meta(
@@ -281,119 +321,3 @@ def _check_name(
             NAME_HEADER,
         )
     return None
-
-
-# -- Mcp-Param-{Name} -------------------------------------------------------------------------------
-
-
-def check_param_headers(
-    message: JSONObject,
-    headers: Headers,
-    tool_headers: Mapping[str, Mapping[str, ParamPath | str]],
-) -> HttpRefusal | None:
-    """Check the ``Mcp-Param-{Name}`` headers of a ``tools/call`` against its ``arguments``.
-
-    Only for a tool in ``tool_headers``; for each of its annotations (a path, or a top-level
-    parameter name), with "present" meaning present and not ``null`` (SPEC
-    ``streamable-http.mdx`` §Server Behavior for Custom Headers, its table):
-
-    * argument present, header missing: refused ("Server MUST reject the request"; CONF
-      ``ServerRejectsMissingCustomHeader``);
-    * header present, argument absent or ``null``: refused, since no conforming client sends it
-      and an intermediary may have routed on it (PY ``validate_mcp_param_headers``; TS lets it
-      through);
-    * both: the header value, without its optional whitespace, holds only field-value
-      characters and, decoded from ``=?base64?...?=`` if in that form, equals the argument.
-      Booleans compare as ``true``/``false``, numbers numerically when the header is a plain
-      decimal (``42`` equals ``42.0``: SPEC §Server Validation "SHOULD compare ...
-      numerically"), strings exactly (CONF ``ServerAcceptsValidBase64``,
-      ``ServerRejectsInvalidBase64Padding`` and ``...Chars``, ``ServerLiteralMissingBase64Prefix``
-      and ``...Suffix``); an object or array never matches;
-    * the header twice: refused.
-
-    Every refusal is 400 with ``-32020`` (SPEC: "MUST reject ... with a 400 Bad Request HTTP
-    status and JSON-RPC error code -32020"). ``Mcp-Param-*`` headers for no annotation are
-    ignored (the spec: servers that do not recognize one "MUST forward it and otherwise
-    ignore it").
-    """
-    params = message.get("params") if isinstance(message, dict) else None
-    if method_of(message) != "tools/call" or not isinstance(params, dict):
-        return None
-    tool = params.get("name")
-    declarations = tool_headers.get(tool) if isinstance(tool, str) else None
-    if not declarations:
-        return None
-    request_id = message.get("id") if is_request_id(message.get("id")) else None
-    arguments = params.get("arguments")
-    if not isinstance(arguments, dict):
-        arguments = {}
-    for name, path in declarations.items():
-        display = f"Mcp-Param-{name}"
-        texts = header_texts(headers, PARAM_HEADER_PREFIX + name.lower().encode("utf-8", "replace"))
-        value = _value_at(arguments, (path,) if isinstance(path, str) else path)
-        where = f"arguments {shown('.'.join(path) if not isinstance(path, str) else path)}"
-        if len(texts) > 1:
-            return header_mismatch(f"more than one {display} header", "duplicate-header", request_id, display)
-        if value is None:
-            if texts:
-                return header_mismatch(
-                    f"a {display} header for {where}, which the body does not have",
-                    "unexpected-param-header",
-                    request_id,
-                    display,
-                )
-            continue
-        if not texts:
-            return header_mismatch(
-                f"the {display} header is missing (the body has {where})",
-                "missing-header",
-                request_id,
-                display,
-            )
-        if not _FIELD_VALUE.fullmatch(texts[0]):
-            return header_mismatch(
-                f"the {display} header holds invalid characters", "invalid-header-value", request_id, display
-            )
-        decoded = decode_header_value(texts[0])
-        if decoded is None:
-            return header_mismatch(
-                f"the {display} header is not valid =?base64?...?= (standard alphabet, padded, UTF-8)",
-                "invalid-header-value",
-                request_id,
-                display,
-            )
-        if not _same_value(decoded, value):
-            return header_mismatch(
-                f"the {display} header {shown(decoded)} does not match {where} {shown(value)}",
-                "param-mismatch",
-                request_id,
-                display,
-            )
-    return None
-
-
-def _value_at(arguments: dict[str, Any], path: Sequence[str]) -> Any:
-    node: Any = arguments
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-def _same_value(header: str, value: Any) -> bool:
-    """Whether a decoded header value is the argument, as a client renders it (SPEC §Value Encoding)."""
-    if isinstance(value, bool):
-        return header == ("true" if value else "false")
-    if isinstance(value, str):
-        return header == value
-    if isinstance(value, int | float) and _DECIMAL.fullmatch(header):
-        # Here only: decimal (with _decimal and numbers) is 0.33 MiB of a daemon's RSS, and only a
-        # numeric argument mirrored in a header needs it.
-        from decimal import Decimal, InvalidOperation
-
-        try:  # exact: no float round trip, so integers past 2**53 compare too
-            return Decimal(header) == Decimal(value if isinstance(value, int) else repr(value))
-        except (InvalidOperation, ValueError):
-            return False
-    return False

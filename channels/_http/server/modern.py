@@ -60,9 +60,10 @@ class ModernPosts:
         self._peers: dict[int, tuple[PeerInfo, tuple[object, ...], PeerInfo]] = {}  # see _peer()
 
     async def serve(self, call: HttpCall, message: JSONObject) -> None:
-        """Serve ``call``, a POST whose one message ``message`` is of the 2026-07-28 era."""
-        headers = call.request.headers
-        refusal = check_modern_request(message, headers)
+        """Serve ``call``, a POST whose one message ``message`` (validated) is of the 2026-07-28 era."""
+        request = call.request
+        headers = request.headers
+        refusal = check_modern_request(message, headers, fields=request.fields, validated=True)
         if refusal is None and self.tool_headers:  # only once a tools/list declared some
             refusal = check_param_headers(message, headers, self.tool_headers)
         if refusal is not None:
@@ -113,19 +114,8 @@ class ModernPosts:
         remembered), and checked against the request's own values: a request that differs in any
         gets a peer of its own.
         """
-        origin = agent = None
-        origins = agents = 0
-        for name, value in call.request.headers:  # one pass, for HttpCall.peer's two lookups
-            if name == b"origin":
-                origin, origins = value, origins + 1
-            elif name == b"user-agent":
-                agent, agents = value, agents + 1
-        seen = (
-            call.credential,
-            call.principal,
-            origin if origins == 1 else None,
-            agent if agents == 1 else None,
-        )
+        fields = call.request.fields  # each header sent once: a repeated one counts as absent
+        seen = (call.credential, call.principal, fields.get(b"origin"), fields.get(b"user-agent"))
         address = call.address
         remembered = self._peers.get(id(address))
         if remembered is not None and remembered[0] is address and remembered[1] == seen:

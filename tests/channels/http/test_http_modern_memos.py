@@ -3,8 +3,9 @@
 Sans-IO: :class:`~channels._http.server.modern.ModernPosts` remembers each connection's peer
 (:attr:`~channels._http.server.call.HttpCall.peer`, by the connection's address record, its
 credential, ``Origin`` and ``User-Agent``), and :func:`~channels._mcp.headers.routing_header_texts`
-reads every routing header in one pass; both against what they stand for, on requests parsed by
-the listener's own parser.
+reads every routing header in one pass (:func:`~channels._mcp.modern.check_modern_request` looks
+them up in the request's fields); each against what it stands for, on requests parsed by the
+listener's own parser.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from channels._core.options import HttpOptions
 from channels._core.ticker import Ticker
 from channels._http.server.call import HttpCall
 from channels._http.server.modern import PEERS, ModernPosts
-from channels._http.server.request import Parsing, Request
+from channels._http.server.request import Parsing, Request, single_fields
 from channels._mcp.headers import ROUTING_HEADERS, header_texts, routing_header_texts
+from channels._mcp.modern import check_modern_request
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 
@@ -87,3 +89,33 @@ def test_one_pass_finds_every_routing_header_as_a_lookup_of_each_finds_it() -> N
         found = routing_header_texts(headers)
         for header in ROUTING_HEADERS:
             assert found.get(header, []) == header_texts(headers, header), (header, headers)
+
+
+def test_the_routing_headers_looked_up_in_the_fields_are_judged_as_when_scanned() -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "_meta": meta}},
+        {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/x", "params": {"_meta": {}}},
+    ]
+    values = [
+        (),
+        (b"2026-07-28",),
+        (b" tools/call\t",),
+        (b"a", b"b"),
+        (b"echo\x7f",),
+        (b"=?base64?ZWNobw==?=",),
+    ]
+    for message, (version, method, name) in itertools.product(messages, itertools.product(values, repeat=3)):
+        headers = [
+            (b"host", b"127.0.0.1"),
+            *((b"mcp-protocol-version", value) for value in version),
+            *((b"mcp-method", value) for value in method),
+            *((b"mcp-name", value) for value in name),
+        ]
+        scanned = check_modern_request(message, headers)
+        looked_up = check_modern_request(message, headers, fields=single_fields(headers))
+        assert looked_up == scanned, (message, headers)
