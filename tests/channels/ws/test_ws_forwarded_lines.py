@@ -102,18 +102,24 @@ async def test_a_non_canonical_text_frame_with_spaces_escapes_or_big_integers_re
         assert reply["result"]["raw"].encode() == encode(decode(payload), newline=False)  # type: ignore[index]
 
 
+async def _frames_through(frames: list[bytes]) -> tuple[list[object], list[bytes | None]]:
+    """Send ``frames`` as text frames; the items and lines the server's channel hands out for them."""
+    async with connected() as (client, server):
+        for frame in frames:
+            await client.send_message(frame.decode())
+        items: list[object] = []
+        lines: list[bytes | None] = []
+        while len(items) < len(frames):
+            more_items, more_lines = await server.receive_batch_lines(64)
+            items += more_items
+            lines += more_lines
+    return items, lines
+
+
 async def test_a_canonical_text_frame_is_handed_out_with_its_payload_as_its_line_and_others_without() -> None:
     frames = [CANONICAL, *NOT_CANONICAL, LONG_NOT_ASCII, b'{"jsonrpc":"2.0","id":9}']
     with trio.fail_after(TIMEOUT):
-        async with connected() as (client, server):
-            for frame in frames:
-                await client.send_message(frame.decode())
-            items: list[object] = []
-            lines: list[bytes | None] = []
-            while len(items) < len(frames):
-                more_items, more_lines = await server.receive_batch_lines(64)
-                items += more_items
-                lines += more_lines
+        items, lines = await _frames_through(frames)
     assert items[:-1] == [decode(frame) for frame in frames[:-1]]
     assert isinstance(items[-1], ProtocolError)  # a bad message is an item, as in receive_batch
     assert lines == [CANONICAL, None, None, None, None, None]
@@ -123,15 +129,7 @@ async def test_frames_read_together_are_decoded_as_each_alone() -> None:
     second = CANONICAL.replace(b'"id":7', b'"id":8')
     frames = [CANONICAL, second, NOT_CANONICAL[0], second, b'{"jsonrpc":"2.0","id":9}', CANONICAL]
     with trio.fail_after(TIMEOUT):
-        async with connected() as (client, server):
-            for frame in frames:
-                await client.send_message(frame.decode())
-            items: list[object] = []
-            lines: list[bytes | None] = []
-            while len(items) < len(frames):
-                more_items, more_lines = await server.receive_batch_lines(64)
-                items += more_items
-                lines += more_lines
+        items, lines = await _frames_through(frames)
     assert items[:4] == [decode(frame) for frame in frames[:4]] and items[5] == decode(CANONICAL)
     assert isinstance(items[4], ProtocolError)
     assert lines == [CANONICAL, second, None, second, None, CANONICAL]
