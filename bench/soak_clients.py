@@ -219,7 +219,8 @@ async def stream_client(address: str, tally: Tally, seed: int, stop_at: float) -
 async def _run_stream_connection(
     conn: LineStream | WsStream, tally: Tally, rng: random.Random, ids: itertools.count[int], life_end: float
 ) -> None:
-    ledger = Ledger(tally, conn.peer())
+    peer = conn.peer()
+    ledger = Ledger(tally, peer, child_unknown=peer is None and isinstance(conn, LineStream))
     ended = trio.Event()  # the bridge ended the connection
 
     async def reader() -> None:

@@ -6,9 +6,10 @@ connection: it records each request it sends and matches each reply by id, so th
 ends in exactly one of: answered in time, answered late, lost (its connection ended first),
 cancelled by the client (an answer is then optional: MCP lets a server drop it), or sent in the
 closing window of a connection whose child died (docs/design.md §5.1): after the connection's
-child was killed (or, where the soak cannot tell which connection a child served, after the
-connection's first ``child-exited`` error) and within ``CLOSE_WINDOW_S`` of the bridge's close, a
-request may reach the bridge after it stopped reading, and then it goes unanswered by design.
+child was killed, or after its first ``child-exited`` error, or, over Unix, where the soak cannot
+tell which connection a child served, after the configuration's last kill; and within
+``CLOSE_WINDOW_S`` of the bridge's close, a request may reach the bridge after it stopped reading,
+and then it goes unanswered by design.
 """
 
 from __future__ import annotations
@@ -131,9 +132,12 @@ class Pending:
 class Ledger:
     """The requests of one connection, matched by id; written by its sender and its reader."""
 
-    def __init__(self, tally: Tally, peer: str | None = None) -> None:
+    def __init__(self, tally: Tally, peer: str | None = None, *, child_unknown: bool = False) -> None:
         self.tally = tally
         self.peer = peer  # the bridge's name for this connection ("127.0.0.1:PORT"), if known
+        # A stream connection whose child the bridge's log cannot name (Unix: every connection's
+        # peer is this process, ``unix PATH pid=N``): a kill of the configuration may be its child's.
+        self.child_unknown = child_unknown
         self.pending: dict[Any, Pending] = {}
         self.child_exited_at: float | None = None  # the connection's first child-exited error
         self._answered: collections.OrderedDict[Any, None] = collections.OrderedDict()
@@ -198,6 +202,11 @@ class Ledger:
             for at in (self.child_exited_at, self.tally.killed_peers.get(self.peer or ""))
             if at is not None
         ]
+        if not died and self.child_unknown:
+            # The soak cannot tell which connection a child served, and a connection with nothing
+            # in flight when its child died gets no child-exited error: its window opens at the
+            # configuration's last kill.
+            died = [at for at in self.tally.kills if at <= now][-1:]
         child_died_at = min(died, default=None)
         for request_id, record in self.pending.items():
             in_window = (
@@ -210,9 +219,19 @@ class Ledger:
             elif not record.cancelled:
                 lost += 1
                 if len(self.tally.lost_examples) < 20:
-                    at = trio.current_time()
-                    self.tally.lost_examples.append(f"{at:.1f}s id {request_id!r} ({record.kind})")
+                    example = self._lost_example(request_id, record, child_died_at, now)
+                    self.tally.lost_examples.append(example)
             record.done.set()
         self.tally.lost += lost
         self.pending.clear()
         return lost
+
+    def _lost_example(self, request_id: Any, record: Pending, child_died_at: float | None, now: float) -> str:
+        """One lost request, timed against the close and the kills, so that a failure explains itself."""
+        kills = [at for at in self.tally.kills if at <= now]
+        since_kill = f"{record.sent_at - kills[-1]:+.2f}s from the last kill" if kills else "no kill yet"
+        died = "unknown" if child_died_at is None else f"{record.sent_at - child_died_at:+.2f}s"
+        return (
+            f"{now:.1f}s id {request_id!r} ({record.kind}): sent {now - record.sent_at:.2f}s before "
+            f"the close, {since_kill}, from its child's death {died}"
+        )
