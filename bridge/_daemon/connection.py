@@ -28,7 +28,6 @@ from .._errors import (
     close_reason,
     error_response,
 )
-from .._relay.idle import IdleTimer
 from .._relay.relay import Relay
 from .._relay.requests import RequestMetrics
 from .._relay.writers import BATCH
@@ -69,8 +68,6 @@ class Connections:
             each child's stderr is read by a task of its own).
         shared_now: the shared child if it serves now, with nothing starting or stopping it
             (:meth:`serve_exchange` serves a request in its own task then), else None.
-        idle_timer: ends the idle connections relayed to children of their own, for them all
-            (its owner runs it), if given (else each relay runs a timer of its own).
     """
 
     config: ServeConfig
@@ -86,7 +83,6 @@ class Connections:
     stderr_reader: StderrReader | None = None
     shared_now: Callable[[], SharedChild | None] = lambda: None
     """The shared child if it is serving now with nothing starting or stopping it, else None."""
-    idle_timer: IdleTimer | None = None
 
     async def handle(self, incoming: Incoming) -> None:
         """Serve one connection: its handshake, then the child.
@@ -257,13 +253,7 @@ class Connections:
                 level = logging.DEBUG if client.one_request else logging.INFO
                 logger.log(level, "%s: connected; child pid %d%s", client.peer, child.pid, origin)
                 relay = Relay(
-                    client,
-                    child,
-                    self.config.limits,
-                    self.stopping,
-                    self.stop_now,
-                    self.config.tool_scopes,
-                    self.idle_timer,
+                    client, child, self.config.limits, self.stopping, self.stop_now, self.config.tool_scopes
                 )
                 counters.relays.add(relay)
                 try:

@@ -8,8 +8,7 @@ Task tree (one visible tree, trio style)::
     ├── accepting: serve_listeners over every listener        (cancelled when stopping)
     └── connections: one Connections.handle task per accepted channel (and an HTTP listener's)
         └── open_child → Relay.run                             (its own nursery of pumps)
-    (beside them: one StderrReader.run task for the stderr of the connections' children, and
-    one IdleTimer.run task that ends their idle connections until a graceful stop)
+    (the connections' children's stderr: one StderrReader.run task beside them)
 
 A graceful stop (:meth:`Daemon.stop`, which the CLI calls on SIGTERM/SIGINT) closes the listeners,
 lets each connection finish its in-flight requests within ``drain_timeout`` (new requests are refused
@@ -36,7 +35,6 @@ from channels import ListenError, MessageListener, serve_listeners
 
 from .._child.restarts import SupervisorState
 from .._child.stderr import StderrReader
-from .._relay.idle import IdleTimer
 from .._relay.requests import RequestMetrics
 from .config import ServeConfig
 from .connection import Connections
@@ -245,21 +243,17 @@ class Daemon:
         logger.info("stopped")
 
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
-        # One task reads the stderr of every connection's own child, and one ends the idle ones
-        # among their connections (until a graceful stop); they outlive them all.
+        # One task reads the stderr of every connection's own child; it outlives them all.
         async with trio.open_nursery() as reading:
             stderr_reader = StderrReader()
             reading.start_soon(stderr_reader.run)
-            idle_timer = IdleTimer()
-            reading.start_soon(idle_timer.run, self._stopping)
-            await self._serve_connections(listeners, stderr_reader, idle_timer, task_status)
+            await self._serve_connections(listeners, stderr_reader, task_status)
             reading.cancel_scope.cancel()
 
     async def _serve_connections(
         self,
         listeners: list[MessageListener],
         stderr_reader: StderrReader,
-        idle_timer: IdleTimer,
         task_status: trio.TaskStatus[list[str]],
     ) -> None:
         async with trio.open_nursery() as connections:
@@ -283,7 +277,6 @@ class Daemon:
                 stop=self.stop,
                 stderr_reader=stderr_reader,
                 shared_now=children.shared_now,
-                idle_timer=idle_timer,
             )
             async with trio.open_nursery() as accepting:
                 await accepting.start(

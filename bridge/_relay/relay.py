@@ -11,8 +11,7 @@ the bookkeeping that makes the guarantees hold (docs/design.md §5):
 
 Tasks, all inside :meth:`Relay.run`: ``ToChild.run`` (client → child, :mod:`.to_child`),
 ``ToClient.run`` (child → client, :mod:`.to_client`), ``ToClient.watch_child``, ``_watch_stop``
-(with an idle timeout and no shared ``idle_timer``, an :class:`~.idle.IdleTimer` of its own
-first) and, with a request timeout,
+(with an idle timeout, ``IdleWatch.watch`` first: :mod:`.idle`) and, with a request timeout,
 ``Ledger.expire_requests`` (:mod:`.ledger`, the book of requests both directions keep); ``run``'s
 own task watches ``stop_now``. The first condition that ends the
 connection is recorded as an :class:`~.ending.Ending`; a write to the client in progress is let finish (within
@@ -39,7 +38,7 @@ from channels import MessageChannel
 from .._child.process import ChildProcess
 from .._limits import Limits
 from .ending import STOPPED_AT_ONCE, Ending
-from .idle import IdleTimer, TimedWatch
+from .idle import IdleWatch
 from .ledger import Ledger
 from .scopes import ToolScopes
 from .to_child import ToChild
@@ -67,9 +66,6 @@ class Relay:
         stop_now: set by the daemon to end at once: requests in flight are answered with an error.
         tool_scopes: the scopes each tool needs, checked against ``client.peer.scopes``
             (:mod:`.scopes`): refused calls never reach the child, ``tools/list`` is filtered.
-        idle_timer: with the client's ``idle_timeout``, the timer that ends the connection once
-            idle (:mod:`.idle`), shared by the daemon's connections and run by its owner until a
-            graceful stop; without it, ``_watch_stop``'s task runs a timer of its own.
 
     Attributes:
         ending: why the connection ended, once it has (``None`` before).
@@ -81,7 +77,6 @@ class Relay:
     stopping: trio.Event = attrs.field(factory=trio.Event)
     stop_now: trio.Event = attrs.field(factory=trio.Event)
     tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
-    idle_timer: IdleTimer | None = None
 
     ending: Ending | None = attrs.field(init=False, default=None)
     _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -92,16 +87,14 @@ class Relay:
     _child_writer: ChildWriter = attrs.field(init=False)
     _to_child: ToChild = attrs.field(init=False)
     _to_client: ToClient = attrs.field(init=False)
-    _idle: TimedWatch | None = attrs.field(init=False)
+    _idle: IdleWatch | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         limits = self.limits
         ledger = self._ledger = Ledger(limits.max_in_flight, limits.request_timeout)
         self.client.send_timeout = limits.send_timeout
         idle_timeout = self.client.idle_timeout
-        idle = self._idle = (
-            TimedWatch(idle_timeout, ledger.in_flight.__len__, self._end) if idle_timeout else None
-        )
+        idle = self._idle = IdleWatch(idle_timeout) if idle_timeout else None
         touch = idle.touch if idle is not None else _no_traffic_watch
         client_writer = self._client_writer = ClientWriter(
             self.client, limits.send_timeout, self._end, touch=touch
@@ -218,24 +211,15 @@ class Relay:
     async def _watch_stop(self) -> None:
         """End the connection when a graceful stop begins, after the drain, or idle too long.
 
-        With an idle timeout, the connection is watched until the stop begins (or it ends), by
-        ``idle_timer`` or else by a timer of its own that this task runs: no task of its own for
-        any ``tcp:`` or ``tls:`` connection. A stop at once is :meth:`run`'s own task's to watch,
-        from the start: a program embedding the relay may set ``stop_now`` alone.
+        With an idle timeout, the same task watches it until the stop begins
+        (:meth:`.IdleWatch.watch`): a task less for every ``tcp:`` or ``tls:`` connection.
+        A stop at once is :meth:`run`'s own task's to watch, from the start: a program embedding
+        the relay may set ``stop_now`` alone.
         """
         idle = self._idle
-        if idle is None:
-            await self.stopping.wait()
-        else:
-            timer = self.idle_timer
-            own = timer is None
-            if timer is None:
-                timer = IdleTimer()
-            timer.add(idle)
-            try:
-                await (timer.run(self.stopping) if own else self.stopping.wait())
-            finally:
-                timer.withdraw(idle)
+        if idle is not None and await idle.watch(self.stopping, self._ledger.in_flight.__len__, self._end):
+            return
+        await self.stopping.wait()
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
