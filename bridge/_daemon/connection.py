@@ -144,9 +144,7 @@ class Connections:
         request without a task of its own (:meth:`SharedChild.serve_exchange`); anything else (the
         cap reached, a stop begun, a tap or request metrics wrapping the channel, a child not
         started or of its own) takes :meth:`handle`'s path in a task beside the response.
-        ``respond`` is awaited once; ``channel`` is closed before this returns. The request stops
-        being counted when its answer is written (:meth:`_served`), even if ``respond`` then waits
-        on for the client's next request.
+        ``respond`` is awaited once; ``channel`` is closed before this returns.
         """
         counters = self.counters
         shared = self.shared_now()
@@ -170,8 +168,6 @@ class Connections:
         counters.connections += 1
         counters.clients.add(channel)
         self.usage.add()
-        # Ended at the answer if it is written while the response waits on (see _served).
-        channel.on_answered = self._served
         debug = logger.isEnabledFor(logging.DEBUG)  # once, for both lines: one per request
         try:
             if debug:
@@ -183,25 +179,13 @@ class Connections:
         except Exception:
             logger.exception("%s: internal error; connection closed", peer)
         finally:
-            if channel.on_answered is not None:  # not answered early (_served)
-                channel.on_answered = None
-                self._served(channel)
+            self.usage.remove()
+            counters.connections -= 1
+            counters.clients.discard(channel)
+            counters.evicted_of_closed += evicted(channel)
+            counters.bytes_of_closed[0] += channel.bytes_received
+            counters.bytes_of_closed[1] += channel.bytes_sent
             await channel.aclose()
-
-    def _served(self, channel: MessageChannel) -> None:
-        """A request :meth:`serve_exchange` counted is served: uncount it (once).
-
-        Called when its answer was written whole, while its response goes on waiting for the
-        client's next request (``MessageChannel.on_answered``), or else when it ends: a request
-        answered holds no place under ``max_connections`` and keeps no on-demand child up.
-        """
-        counters = self.counters
-        self.usage.remove()
-        counters.connections -= 1
-        counters.clients.discard(channel)
-        counters.evicted_of_closed += evicted(channel)
-        counters.bytes_of_closed[0] += channel.bytes_received
-        counters.bytes_of_closed[1] += channel.bytes_sent
 
     async def _refuse_over_cap(self, client: MessageChannel) -> None:
         self.counters.connections_refused += 1

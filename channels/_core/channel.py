@@ -140,12 +140,6 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
     """The channel carries a single request and its answer (a 2026-07-28 HTTP POST), so its
     opening and closing are routine: the bridge logs them at debug level, not info."""
 
-    on_answered: Callable[[MessageChannel], object] | None = None
-    """Set by whoever serves a one-request channel, to be called with it once its answer was written
-    whole while its response's ``respond`` goes on waiting (a 2026-07-28 response then waits for its
-    client's next request, or at most ``response.QUICK_WAIT``): what counts the request as served
-    now (the connection cap, the on-demand idle stop) may end there. Not called otherwise."""
-
     send_timeout: float | None = None
     """Seconds a send may wait for the peer to accept more data (each 64 KiB piece of it), or ``None``
     (the default) for no limit.
@@ -323,9 +317,7 @@ ExchangeHandler = Callable[[MessageChannel, Callable[[], Awaitable[bool]]], Awai
 
 Called with the channel (its ``receive()`` gives the request; what is sent to it is the response)
 and ``respond``, which writes the response until it is complete (True) or the client leaves
-(False: the channel's next ``receive()`` then raises ``trio.BrokenResourceError``); a response
-complete at once may go on waiting for the client's next request, after calling the channel's
-:attr:`~MessageChannel.on_answered`. The handler
+(False: the channel's next ``receive()`` then raises ``trio.BrokenResourceError``). The handler
 awaits ``respond`` once, whatever it made of the request, and closes the channel afterwards. A
 listener given none (:func:`~channels.serve_listeners`) hands such a channel to its
 ``IncomingHandler`` as a connection of its own, in a task of its own.

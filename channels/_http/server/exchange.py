@@ -5,12 +5,9 @@ carries everything about it, so the POST is a channel of its own: ``receive()`` 
 ``send()`` writes the reply (and the notifications before it) to the response, and then
 ``receive()`` ends. If the client closes the response first, ``receive()`` raises
 ``trio.BrokenResourceError``: the bridge then cancels the request at the child (closing the
-response stream is how HTTP cancels in that era). A reply written whole while the response waits
-on for its client's next request (``response.park``) calls ``on_answered`` (a
-:class:`~channels._core.channel.MessageChannel` attribute) at once.
-:meth:`ExchangeChannel.send_nowait` queues on the response without a task or a wait: the shared
-child's relay bounds what waits by :attr:`ExchangeChannel.waiting` instead of a queue and a writer
-of its own.
+response stream is how HTTP cancels in that era). :meth:`ExchangeChannel.send_nowait` queues on the
+response without a task or a wait: the shared child's relay bounds what waits by
+:attr:`ExchangeChannel.waiting` instead of a queue and a writer of its own.
 
 :class:`SseChannel`: the 2024-11-05 HTTP+SSE transport. A GET opens an event stream and is the
 channel; the client POSTs its messages to the endpoint the stream's first event named, and they
@@ -138,11 +135,6 @@ class ExchangeChannel(MessageChannel):
             status = 200 if "result" in message else self._status_of(message)
             self.stream.put(data, final=True, status=status)
             self._set_over()
-            if self.stream.answered and self.on_answered is not None:
-                # Written whole, and its response waits on for the client's next request
-                # (response.park): the request is served now, not when that wait ends.
-                on_answered, self.on_answered = self.on_answered, None
-                on_answered(self)
         elif "method" in message or message.get("id") is None:
             self.stream.put(data)  # a notification about this request, or an error about none
 

@@ -88,7 +88,6 @@ class ModernPosts:
                 keepalive=self.http.sse_keepalive,
                 ticker=self.ticker,
                 answer_now=True,  # the reply is written by the task that routes it (response.JsonAnswer)
-                park=True,  # ...and its response waits for the client's next request (response.park)
             )
             if len(self._styles) >= STYLES:
                 self._styles.clear()
