@@ -109,6 +109,10 @@ class Tally:
     def answered(self) -> int:
         return self.results + sum(self.errors.values())
 
+    def last_kill(self, until: float) -> float | None:
+        """When this configuration's child was last killed, up to ``until``; None if not yet."""
+        return max((at for at in self.kills if at <= until), default=None)
+
     def killed_recently(self, window_s: float) -> bool:
         now = trio.current_time()
         return any(now - window_s <= at <= now for at in self.kills)
@@ -202,12 +206,12 @@ class Ledger:
             for at in (self.child_exited_at, self.tally.killed_peers.get(self.peer or ""))
             if at is not None
         ]
-        if not died and self.child_unknown:
+        child_died_at = min(died, default=None)
+        if child_died_at is None and self.child_unknown:
             # The soak cannot tell which connection a child served, and a connection with nothing
             # in flight when its child died gets no child-exited error: its window opens at the
             # configuration's last kill.
-            died = [at for at in self.tally.kills if at <= now][-1:]
-        child_died_at = min(died, default=None)
+            child_died_at = self.tally.last_kill(now)
         for request_id, record in self.pending.items():
             in_window = (
                 child_died_at is not None
@@ -228,8 +232,10 @@ class Ledger:
 
     def _lost_example(self, request_id: Any, record: Pending, child_died_at: float | None, now: float) -> str:
         """One lost request, timed against the close and the kills, so that a failure explains itself."""
-        kills = [at for at in self.tally.kills if at <= now]
-        since_kill = f"{record.sent_at - kills[-1]:+.2f}s from the last kill" if kills else "no kill yet"
+        last_kill = self.tally.last_kill(now)
+        since_kill = (
+            "no kill yet" if last_kill is None else f"{record.sent_at - last_kill:+.2f}s from the last kill"
+        )
         died = "unknown" if child_died_at is None else f"{record.sent_at - child_died_at:+.2f}s"
         return (
             f"{now:.1f}s id {request_id!r} ({record.kind}): sent {now - record.sent_at:.2f}s before "
