@@ -11,9 +11,10 @@ cancelling out:
 * I/O waits: passes of the run loop that ask the kernel for events (``epoll_wait``), and those of
   them that blocked (a timeout above 0);
 * garbage collections, by generation, and the CPU they took;
-* CPU time of the whole process, inside task steps, and inside ``os.read``/``os.write``/``readv``/
-  ``writev`` (the bridge's direct reads and writes; trio's sockets are not counted there). CPU
-  figures move with the machine's load: compare them within one run, alternating checkouts;
+* CPU time of the whole process (and its split between user space and the kernel), inside task
+  steps, and inside ``os.read``/``os.write``/``readv``/``writev`` (the bridge's direct reads and
+  writes; trio's sockets are not counted there). CPU figures move with the machine's load: compare
+  them within one run, alternating checkouts;
 * minor page faults (memory the kernel maps in on first touch: a large message's buffers);
 * with ``--instructions``, the instructions the relay's process executed (valgrind's cachegrind,
   ``--cache-sim=no``; the relay runs some 50 times slower): a count that the machine's load does not
@@ -92,7 +93,10 @@ def _wrapped(out: str, argv: list[str]) -> None:
 
         def after_run(self) -> None:
             self.counts["CPU of the process, µs"] = time.process_time() * 1e6
-            self.counts["minor page faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            self.counts["CPU of the process in user space, µs"] = usage.ru_utime * 1e6
+            self.counts["CPU of the process in the kernel, µs"] = usage.ru_stime * 1e6
+            self.counts["minor page faults"] = usage.ru_minflt
             Path(out).write_text(json.dumps(self.counts))
 
     counter = Count()
