@@ -8,8 +8,9 @@ it knows the command line asks for more than ``--version``.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -17,13 +18,9 @@ from channels import AddressError, ListenError, parse_address
 
 from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
+from .._ops.heap import Heap, give_back_freed_memory
 from .._ops.logs import configure_logging
-from .._ops.memory import (
-    collect_garbage_less_often,
-    collect_start_up_garbage,
-    forget_generated_sources,
-    return_large_blocks_to_the_system,
-)
+from .._ops.memory import collect_garbage_less_often, collect_start_up_garbage, forget_generated_sources
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
 from .serve import check_config, serve, servers_to_run
 from .serve_parser import serve_parser
@@ -67,7 +64,7 @@ def _serve(args: list[str]) -> int:
         args, command = args[:split], args[split + 1 :]
     parser = serve_parser()
     options = parser.parse_args(args)
-    return_large_blocks_to_the_system()
+    heap = Heap.configure()
     collect_garbage_less_often()
     if options.config is None and not options.listen:
         parser.error("one of --listen ADDRESS (with a command after '--') or --config FILE is required")
@@ -82,9 +79,19 @@ def _serve(args: list[str]) -> int:
             admin = admin_address(options.admin)
         forget_generated_sources()  # the command line's modules are imported (rooms loaded later keep theirs)
         collect_start_up_garbage()
-        return trio.run(serve, configs, options.tap, admin, reread)
+        return trio.run(_serve_trimming, heap, functools.partial(serve, configs, options.tap, admin, reread))
     except Exception as exc:
         return _report(exc)
+
+
+async def _serve_trimming(heap: Heap | None, serving: Callable[[], Awaitable[int]]) -> int:
+    """``serving()`` (the daemon), with ``heap``'s freed memory given back by a task beside it.
+
+    A system task: trio cancels it once ``serving`` returns or raises, whatever that was.
+    """
+    if heap is not None:
+        trio.lowlevel.spawn_system_task(give_back_freed_memory, heap.free_bytes, heap.trim, name="heap-trim")
+    return await serving()
 
 
 def _report(exc: Exception) -> int:

@@ -1,11 +1,6 @@
-"""Memory the daemon need not keep (large freed buffers, generated source); garbage collected less often.
+"""Memory the daemon need not keep (generated source, start-up's cycles); garbage collected less often.
 
-The bridge relays messages of up to 16 MiB (and more with ``--max-message``); each passes through a
-few copies (bytes read, decoded text, encoded bytes). glibc serves such blocks with ``mmap`` and
-unmaps them when freed, but its threshold moves up to the size of the last block freed (mallopt(3),
-M_MMAP_THRESHOLD: "dynamic mmap threshold"), after which blocks that large come from the heap and
-stay in the process when freed: measured here, one 16 MiB echo over HTTP left the daemon at 150 MiB
-instead of 67. Setting the threshold explicitly turns the adjustment off.
+Large freed buffers are :mod:`bridge._ops.heap`'s business.
 
 attrs keeps the source text of every method it generates in :mod:`linecache`:
 :func:`forget_generated_sources` drops it once the daemon's modules are imported.
@@ -23,37 +18,14 @@ the daemon serves, so the connections' objects fill the memory they held instead
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import linecache
-import logging
-
-logger = logging.getLogger("bridge.memory")
-
-# mallopt(3): M_MMAP_THRESHOLD is -3; 1 MiB keeps ordinary allocations on the heap and maps
-# anything a large message needs (glibc's own default starts at 128 KiB).
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 1024 * 1024
 
 # Young collections after this many more containers made than freed (CPython's default is 700):
 # enough for a few hundred requests in flight to be freed by their reference counts before a
 # collection sees them. What it delays is only cyclic garbage, which the relay makes little of
 # (about 4 objects a young collection found under the load above), so memory does not grow.
 GC_YOUNG_THRESHOLD = 20_000
-
-
-def return_large_blocks_to_the_system() -> bool:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD`; False where there is no glibc."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-        logger.debug("mallopt unavailable; large buffers may stay in the process once freed")
-        return False
 
 
 def forget_generated_sources() -> None:

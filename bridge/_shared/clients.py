@@ -250,6 +250,7 @@ class Clients:
             finally:
                 client.sending = False
             client.notify_changed()
+            del batch  # not kept while waiting: a 16 MiB reply is freed once written
 
 
 @attrs.define(eq=False)
@@ -289,6 +290,7 @@ class ClientReader:
             consecutive_errors = await self.forward(client, items, consecutive_errors)
             if consecutive_errors < 0:
                 return
+            del items  # not kept while waiting: a 16 MiB request is freed once forwarded
 
     async def forward(
         self, client: Client, items: Sequence[JSONObject | ProtocolError], consecutive_errors: int = 0

@@ -168,6 +168,9 @@ class ChildLink:
                         return
                     continue
                 self._route(message, channel.last_message_bytes)
+            # Nothing read is kept while waiting: a 16 MiB reply is freed once routed, not when
+            # the child writes again.
+            del message
             await self._flush_child_requests()
 
     def _bad_child_line(self, child: ChildProcess, error: ProtocolError) -> bool:

@@ -37,9 +37,9 @@ ORDERLY_CLOSE_CODES = frozenset({1000, 1001, 1005})
 # it in 64 KiB reads cost a bytearray grown read by read and a copy of the whole out of it.
 LARGE_FRAME_BYTES = RECEIVE_SIZE
 # A large frame is unmasked in pieces of this size, each copied back into place: apply_mask returns
-# a new object, and one of 16 MiB would be another 16 MiB mapped and faulted in (the daemon maps
-# every block over 1 MiB, bridge/_ops/memory.py), where a piece of one read's size comes from the
-# heap and stays in the CPU's cache.
+# a new object, and one of 16 MiB would be another 16 MiB allocated and written (faulted in, unless
+# the daemon's heap still holds pages freed by an earlier large message), where a piece of one
+# read's size is reused and stays in the CPU's cache.
 UNMASK_PIECE_BYTES = RECEIVE_SIZE
 
 

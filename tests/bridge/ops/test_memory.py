@@ -1,13 +1,10 @@
-"""The daemon gives large freed buffers back to the system (glibc's mmap threshold is fixed),
-keeps no source text of attrs-generated methods, frees start-up's cycles before serving, and collects
-garbage less often."""
+"""The daemon keeps no source text of attrs-generated methods, frees start-up's cycles before
+serving, and collects garbage less often (large freed buffers: test_heap.py)."""
 
 from __future__ import annotations
 
-import ctypes.util
 import gc
 import re
-import sys
 import traceback
 import weakref
 
@@ -19,15 +16,7 @@ from bridge._ops.memory import (
     collect_garbage_less_often,
     collect_start_up_garbage,
     forget_generated_sources,
-    return_large_blocks_to_the_system,
 )
-
-
-@pytest.mark.skipif(
-    sys.platform != "linux" or ctypes.util.find_library("c") is None, reason="needs Linux's C library"
-)
-def test_the_mmap_threshold_is_fixed_so_a_freed_large_message_leaves_the_process() -> None:
-    assert return_large_blocks_to_the_system() is True
 
 
 @attrs.define
