@@ -94,9 +94,10 @@ class Heap:
         mallinfo2.argtypes = []
         malloc_trim.restype = ctypes.c_int
         malloc_trim.argtypes = [ctypes.c_size_t]
-        # The trim threshold first: with the mmap threshold set and it not, free() would shrink
-        # the heap's top after every large block, and the next one would be faulted in again.
-        if not (mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
+        # The mmap threshold first: if glibc refuses it, nothing is changed. The trim threshold
+        # alone, with no trimmer, would keep every freed block in the process for good; the mmap
+        # threshold alone leaves free() shrinking the heap's top as it always did.
+        if not (mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
             return None
         return cls(mallinfo2, malloc_trim)
 
