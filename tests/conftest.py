@@ -455,6 +455,15 @@ async def python_output(script: str) -> str:
     return result.stdout.decode()
 
 
+def resident_bytes(pid: int) -> int:
+    """A process's resident set size (``VmRSS`` in ``/proc/PID/status``)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
 def process_exists(pid: int) -> bool:
     """Whether ``pid`` is a live (not zombie) process."""
     try:

@@ -13,7 +13,15 @@ import trio
 import trio.testing
 
 from bridge._ops.heap import TRIM_FROM_BYTES, TRIM_PERIOD_S, give_back_freed_memory
-from tests.conftest import LineClient, bridge_process, example_server, python_output, result_text
+
+from conftest import (
+    LineClient,
+    bridge_process,
+    example_server,
+    python_output,
+    resident_bytes,
+    result_text,
+)
 
 needs_glibc = pytest.mark.skipif(
     sys.platform != "linux" or ctypes.util.find_library("c") is None,
@@ -105,11 +113,6 @@ async def test_a_freed_large_block_stays_in_the_process_until_the_trim_gives_it_
     assert after_trim < 1 * MiB
 
 
-def rss_of(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) * 1024
-
-
 @needs_glibc
 @pytest.mark.parametrize("child", ["shared", "per-connection"])
 async def test_the_daemon_gives_a_large_messages_memory_back_once_large_messages_stop(
@@ -124,14 +127,14 @@ async def test_the_daemon_gives_a_large_messages_memory_back_once_large_messages
             client = await LineClient.open(bridge.addresses[0])
             try:
                 assert result_text(await client.call(1, "echo", text="warm")) == "warm"
-                before = rss_of(bridge.process.pid)
+                before = resident_bytes(bridge.process.pid)
                 for call_id in (2, 3):  # the second reuses the first's pages
                     assert result_text(await client.call(call_id, "echo", text=text)) == text
                 # Some 60 MiB of buffers were freed once the reply was written, and nothing of the
                 # two messages may be held while the connection waits for more: within a trim
                 # period (and a margin for a loaded machine) the process is back where it was.
                 with trio.fail_after(2 * TRIM_PERIOD_S + 5):
-                    while rss_of(bridge.process.pid) > before + 4 * MiB:
+                    while resident_bytes(bridge.process.pid) > before + 4 * MiB:
                         await trio.sleep(0.05)  # polls a condition: no event says memory was unmapped
             finally:
                 await client.aclose()

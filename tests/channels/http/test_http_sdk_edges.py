@@ -42,7 +42,7 @@ from sdkhttp import SDK_ARGV, SdkClient, crash_the_child, sdk_client, texts
 from bridge import Daemon
 from channels import HttpOptions, ListenOptions
 
-from conftest import bridge_process, poll, running_bridge
+from conftest import bridge_process, poll, resident_bytes, running_bridge
 
 EXAMPLE = (sys.executable, "-m", "bridge.example_server")
 TIMEOUT = 30  # seconds for a test: a daemon, a child or two, a few SDK clients' round trips
@@ -290,15 +290,6 @@ WARM = 1500
 # 10 KiB each, 7 MiB for 700), and far above what it grows by now.
 GROWTH_BOUND = 2 * 1024 * 1024
 MANY_CALLS_TIMEOUT = 150  # seconds: 2,200 SDK calls take 20-55 s on a loaded two-core machine
-
-
-def resident_bytes(pid: int) -> int:
-    """A process's resident set size (``VmRSS`` in ``/proc/PID/status``)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 async def test_one_python_sdk_session_making_many_calls_answered_as_event_streams_does_not_grow_the_bridges_memory() -> (
