@@ -167,42 +167,43 @@ def decode_strict(line: bytes | bytearray | str) -> JSONObject:
     For a line that orjson did not parse and write back as it is (:mod:`channels._core.lines`), or
     a large one, which may come as the ``bytearray`` it was read into (channels/_core/framing.py).
     """
-    if isinstance(line, str):
-        text = line
+    message = decode_json(line)
+    validate(message)
+    return message  # type: ignore[no-any-return]
+
+
+def decode_json(data: bytes | bytearray | str) -> Any:
+    """``data`` as JSON of any shape (a 2025-03-26 batch's array), as strictly as :func:`decode` reads.
+
+    UTF-8 only, one value, no NaN or Infinity, no number that overflows, no lone surrogate,
+    nesting within the recursion limit: what :func:`decode_strict` checks before the message.
+
+    Raises:
+        ParseError: ``data`` is not acceptable JSON.
+    """
+    if isinstance(data, str):
+        text = data
     else:
         try:
-            text = line.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ParseError(f"not UTF-8 (byte {exc.start})") from None
     try:
         try:
-            message, end = _SCAN(text, 0)
+            value, end = _SCAN(text, 0)
         except StopIteration:
             end = -1
         if end != len(text):
-            message = _DECODER.decode(text)
+            value = _DECODER.decode(text)
     except RecursionError:
         raise ParseError("JSON nested too deeply") from None
     except ValueError as exc:
         raise ParseError(f"invalid JSON: {exc}") from None
     # A lone surrogate can only come from a \uD8xx-\uDFxx escape; one memchr for a backslash
-    # spares the check to lines without any escape (most lines, and most large ones).
-    if "\\" in text and _has_lone_surrogate(message):
+    # spares the check to texts without any escape (most lines, and most large ones).
+    if "\\" in text and _has_lone_surrogate(value):
         raise ParseError("string holds a lone UTF-16 surrogate")
-    validate(message)
-    return message  # type: ignore[no-any-return]
-
-
-def decode_json(text: str) -> Any:
-    """``text`` as JSON of any shape (a batch's array), as strictly as :func:`decode` reads it.
-
-    No NaN or Infinity, no number that overflows; lone surrogates are the caller's to refuse.
-
-    Raises:
-        ValueError: not acceptable JSON.
-        RecursionError: nested too deeply.
-    """
-    return _DECODER.decode(text)
+    return value
 
 
 def _has_lone_surrogate(message: Any) -> bool:

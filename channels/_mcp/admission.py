@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from .._core.errors import InvalidMessage, ProtocolError
 from .._core.guard import Headers, header_values
-from .._core.jsonrpc import JSONObject, RequestId, decode, decode_json, encode, validate
+from .._core.jsonrpc import JSONObject, RequestId, decode, decode_json, validate
 from .headers import (
     ASSUMED_VERSION,
     CLIENT_CAPABILITIES_KEY,
@@ -93,7 +93,6 @@ from .refusal import (
     HttpRefusal,
     invalid_request,
     method_not_allowed,
-    parse_error,
     protocol_refusal,
     shown,
     status_for_error,
@@ -237,14 +236,9 @@ def parse_body(body: bytes | bytearray) -> JSONObject | list[JSONObject] | HttpR
         except ProtocolError as exc:
             return protocol_refusal(exc)
     try:
-        text = body.decode("utf-8")
-        batch = decode_json(text)
-        if "\\" in text:
-            encode(batch)  # a lone surrogate (only an escape can make one) cannot be encoded
-    except RecursionError:
-        return parse_error("JSON nested too deeply")
-    except ValueError as exc:  # UnicodeDecodeError and UnicodeEncodeError included
-        return parse_error(str(exc))
+        batch = decode_json(body)
+    except ProtocolError as exc:
+        return protocol_refusal(exc)
     if not batch:
         return invalid_request("an empty batch", "empty-batch")
     for element in batch:

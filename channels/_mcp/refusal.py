@@ -106,11 +106,6 @@ def protocol_refusal(exc: ProtocolError) -> HttpRefusal:
     return HttpRefusal(HTTPStatus.BAD_REQUEST, exc.rpc_code, f"{prefix}: {exc}", exc.reason, request_id)
 
 
-def parse_error(detail: str) -> HttpRefusal:
-    """The 400 for a body that is not acceptable JSON (``-32700``)."""
-    return HttpRefusal(HTTPStatus.BAD_REQUEST, PARSE_ERROR, f"Parse error: {detail}", "parse-error")
-
-
 def invalid_request(detail: str, reason: str, request_id: RequestId | None = None) -> HttpRefusal:
     """The 400 for JSON that is not an acceptable request (``-32600``)."""
     return HttpRefusal(

@@ -356,8 +356,16 @@ def test_decode_json_reads_any_shape_with_exact_integers_and_the_same_strictness
         1.5,
         "x",
     ]
-    for text in ("[NaN]", '{"a": Infinity}', "[-Infinity]", "[1e400]"):
-        with pytest.raises(ValueError, match=r"not valid JSON|out of range"):
+    for text in (
+        "[NaN]",
+        '{"a": Infinity}',
+        "[-Infinity]",
+        "[1e400]",
+        '["\\udc00"]',
+        b"[\xff]",
+        "[" * 100_000,
+    ):
+        with pytest.raises(ParseError, match=r"not valid JSON|out of range|surrogate|not UTF-8|too deeply"):
             decode_json(text)
 
 
