@@ -10,15 +10,21 @@ Left alone, glibc raises that threshold to the size of the last mapped block fre
 "dynamic mmap threshold"), and from then on such blocks come from the heap and stay in the process
 once freed: one 16 MiB echo over HTTP left the daemon at 150 MiB instead of 67.
 
-So the daemon fixes both of glibc's thresholds (which turns that adjustment off): a block of up to
-:data:`MMAP_THRESHOLD` comes from the heap, which ``free`` does not shrink by itself
-(:data:`TRIM_THRESHOLD`), and :func:`give_back_freed_memory` trims it (malloc_trim(3): the heap's
-top, and every whole free page inside it) once every :data:`TRIM_PERIOD_S` while
-:data:`TRIM_FROM_BYTES` or more of it are free. Large messages that follow one
-another reuse pages already mapped; once they stop, the memory goes back to the system within
-:data:`TRIM_PERIOD_S`. A block larger than :data:`MMAP_THRESHOLD` (a message limit raised past
-32 MiB) is mapped and unmapped on its own, as before. Only the daemon's command line does this;
-a program embedding the library keeps its C library's own policy.
+A block above glibc's largest mmap threshold (32 MiB) is mapped whatever the threshold, and
+orjson asks for such a block every time it encodes a large message: room for the worst case,
+about 16 bytes a character (265,818,112 bytes for a 16 MiB reply), of which it writes the first
+16 MiB and then copies them out. Mapped afresh, those 16 MiB are faulted in again for every large
+message encoded, twice per echo (about 8,200 faults).
+
+So the daemon tells glibc to map no block of its own (``M_MMAP_MAX`` 0): every block comes from
+the heap, which ``free`` does not shrink by itself (:data:`TRIM_THRESHOLD`), and
+:func:`give_back_freed_memory` trims it (malloc_trim(3): the heap's top, and every whole free page
+inside it) once every :data:`TRIM_PERIOD_S` while :data:`TRIM_FROM_BYTES` or more of it are free.
+Large messages that follow one another reuse pages already mapped, and a reservation the encoder
+never writes to costs address space, not memory; once they stop, the memory goes back to the
+system within :data:`TRIM_PERIOD_S`. (Where the heap cannot grow, glibc still maps what it needs.)
+Only the daemon's command line does this; a program embedding the library keeps its C library's
+own policy.
 """
 
 from __future__ import annotations
@@ -36,11 +42,9 @@ logger = logging.getLogger("bridge.memory")
 
 # mallopt(3) parameters (malloc.h).
 M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-# Blocks up to this size come from the heap: glibc's largest mmap threshold on 64-bit systems
-# (DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long)); the default message limits
-# (4 MiB from a client, 16 MiB from a child) are below it.
-MMAP_THRESHOLD = 32 * 1024 * 1024
+M_MMAP_MAX = -4
+# Blocks glibc may map on their own at once: none, so that every block comes from the heap.
+MMAP_MAX = 0
 # ``free`` gives the heap's top back by itself only past this much (mallopt takes an int): in
 # practice never, the trim below does it.
 TRIM_THRESHOLD = 2**31 - 1
@@ -76,7 +80,8 @@ class Heap:
 
     @classmethod
     def configure(cls) -> Heap | None:
-        """Fix glibc's thresholds (:data:`MMAP_THRESHOLD`, :data:`TRIM_THRESHOLD`); the heap to trim.
+        """Have glibc map no block of its own (:data:`MMAP_MAX`) and keep its heap's freed top
+        (:data:`TRIM_THRESHOLD`); the heap to trim.
 
         ``None`` where the C library is not glibc 2.33 or later (musl has neither ``mallopt`` nor
         ``mallinfo2``): nothing is changed there, and large blocks are the C library's business.
@@ -94,10 +99,10 @@ class Heap:
         mallinfo2.argtypes = []
         malloc_trim.restype = ctypes.c_int
         malloc_trim.argtypes = [ctypes.c_size_t]
-        # The mmap threshold first: if glibc refuses it, nothing is changed. The trim threshold
-        # alone, with no trimmer, would keep every freed block in the process for good; the mmap
-        # threshold alone leaves free() shrinking the heap's top as it always did.
-        if not (mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+        # No mapped blocks first: if glibc refuses, nothing is changed. The trim threshold alone,
+        # with no trimmer, would keep every freed block in the process for good; no mapped blocks
+        # alone leaves free() shrinking the heap's top as it always did.
+        if not (mallopt(M_MMAP_MAX, MMAP_MAX) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
             return None
         return cls(mallinfo2, malloc_trim)
 
