@@ -80,8 +80,9 @@ class Heap:
 
     @classmethod
     def configure(cls) -> Heap | None:
-        """Have glibc map no block of its own (:data:`MMAP_MAX`) and keep its heap's freed top
-        (:data:`TRIM_THRESHOLD`); the heap to trim.
+        """Have glibc map no block itself (:data:`MMAP_MAX`) and keep its freed top; the heap to trim.
+
+        The freed top is kept up to :data:`TRIM_THRESHOLD`, in practice always.
 
         ``None`` where the C library is not glibc 2.33 or later (musl has neither ``mallopt`` nor
         ``mallinfo2``): nothing is changed there, and large blocks are the C library's business.

@@ -175,11 +175,9 @@ def decode_strict(line: bytes | bytearray | str) -> JSONObject:
 def decode_json(data: bytes | bytearray | str) -> Any:
     """``data`` as JSON of any shape (a 2025-03-26 batch's array), as strictly as :func:`decode` reads.
 
-    UTF-8 only, one value, no NaN or Infinity, no number that overflows, no lone surrogate,
-    nesting within the recursion limit: what :func:`decode_strict` checks before the message.
-
     Raises:
-        ParseError: ``data`` is not acceptable JSON.
+        ParseError: not acceptable JSON: not UTF-8, not one value, a NaN or Infinity, a number
+            that overflows, a lone surrogate, or nesting past the recursion limit.
     """
     if isinstance(data, str):
         text = data
