@@ -44,7 +44,11 @@ from conftest import (
 )
 
 TIMEOUT = 20  # seconds: a handful of sandboxed Python start-ups
-QUICK = Limits(stop_stdin_timeout=0.5, stop_term_timeout=0.5)
+# exit_drain_timeout: a sandboxed child's exit status is known once bubblewrap has torn its
+# namespace down after the server died, which took over the default 0.5 s on a loaded machine (the
+# in-flight errors then carried no returncode); the wait ends at the exit, so a longer one costs
+# nothing when the machine is quiet.
+QUICK = Limits(stop_stdin_timeout=0.5, stop_term_timeout=0.5, exit_drain_timeout=5.0)
 FAST_RESTARTS = RestartPolicy(floor=0.01, cap=0.05, crash_limit=3, crash_window=10)
 LAUNCHER = """\
 import os, runpy, signal, subprocess, sys
