@@ -23,10 +23,10 @@ import trio
 from sandboxing import (
     bwrap_or_skip,
     processes_with,
-    sandbox_namespace,
     sandbox_server,
     session_leaders_in,
     until_namespace_is_empty,
+    wait_for_sandbox_namespace,
 )
 
 from bridge import ChildSpec, Limits, Sandbox
@@ -101,7 +101,7 @@ async def a_sandbox_with_its_grandchild() -> tuple[int, str, bytes]:
     """The one sandbox running, once its setsid grandchild is up: bwrap, namespace, bwrap's argv."""
     await poll(lambda: len(bwraps()) == 1)
     (box,) = bwraps()
-    namespace = sandbox_namespace(box)
+    namespace = await wait_for_sandbox_namespace(box)  # bwrap makes it a moment after it starts
     await poll(lambda: bool(session_leaders_in(namespace)))
     return box, namespace, Path(f"/proc/{box}/cmdline").read_bytes()
 
