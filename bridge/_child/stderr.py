@@ -141,9 +141,11 @@ class StderrReader:
 
     The children's stderr fds are watched by an epoll set of this reader's own, whose fd is the
     one trio waits on: a child costs an entry in that set and its :class:`StderrLog`. The daemon
-    owns the reader and runs :meth:`run` for as long as children use it (longer than any of them:
-    a child whose stderr nobody reads blocks once the pipe is full); :func:`open_child` adds a
-    child's stderr and removes it before closing it. Linux only, as the bridge (epoll).
+    owns the reader: it runs :meth:`run` for as long as children use it (a child whose stderr
+    nobody reads blocks once the pipe is full), and closes the set (``with reader:``) only once
+    every child is removed, which may be after :meth:`run` was cancelled (a child stopped while
+    its connection is cancelled). :func:`open_child` adds a child's stderr and removes it before
+    closing it. Linux only, as the bridge (epoll).
     """
 
     _epoll: select.epoll = attrs.field(init=False, factory=select.epoll)
@@ -173,15 +175,21 @@ class StderrReader:
                 break
         log.finish()
 
+    def __enter__(self) -> StderrReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the epoll set; every child must have been removed."""
+        self._epoll.close()
+
     async def run(self) -> None:
-        """Read and log every child's stderr as it arrives, until cancelled; then close the set."""
-        with self._epoll:
-            while True:
-                await trio.lowlevel.wait_readable(self._epoll.fileno())
-                for fd, _events in self._epoll.poll(0):
-                    log = self._logs.get(fd)
-                    if log is not None and self._read(fd, log) is False:
-                        self.remove(fd)
+        """Read and log every child's stderr as it arrives, until cancelled (the set stays open)."""
+        while True:
+            await trio.lowlevel.wait_readable(self._epoll.fileno())
+            for fd, _events in self._epoll.poll(0):
+                log = self._logs.get(fd)
+                if log is not None and self._read(fd, log) is False:
+                    self.remove(fd)
 
     def _read(self, fd: int, log: StderrLog) -> bool | None:
         """Log one read of ``fd``: True if it had data, None if nothing now, False once it ended."""

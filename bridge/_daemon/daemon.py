@@ -243,12 +243,15 @@ class Daemon:
         logger.info("stopped")
 
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
-        # One task reads the stderr of every connection's own child; it outlives them all.
-        async with trio.open_nursery() as reading:
-            stderr_reader = StderrReader()
-            reading.start_soon(stderr_reader.run)
-            await self._serve_connections(listeners, stderr_reader, task_status)
-            reading.cancel_scope.cancel()
+        # One task reads the stderr of every connection's own child while they are served. Its
+        # epoll set is closed only after the connections nursery has ended: when the daemon is
+        # cancelled, that task ends at once, while each connection still stops its child (shielded)
+        # and removes the child's stderr from the set.
+        with StderrReader() as stderr_reader:
+            async with trio.open_nursery() as reading:
+                reading.start_soon(stderr_reader.run)
+                await self._serve_connections(listeners, stderr_reader, task_status)
+                reading.cancel_scope.cancel()
 
     async def _serve_connections(
         self,

@@ -63,11 +63,11 @@ async def test_the_shared_stderr_reader_logs_the_same_lines_as_a_task_per_child(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         own_pid = await run_writer(None)
-        reader = StderrReader()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader.run)
-            shared_pid = await run_writer(reader)
-            nursery.cancel_scope.cancel()
+        with StderrReader() as reader:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader.run)
+                shared_pid = await run_writer(reader)
+                nursery.cancel_scope.cancel()
     own, shared = untagged(child_lines, own_pid), untagged(child_lines, shared_pid)
     assert own == shared
     assert own[0] == "plain line"
@@ -83,7 +83,6 @@ async def test_one_stderr_reader_serves_many_children_each_line_tagged_with_its_
         'sys.stdout.write(\'{"jsonrpc": "2.0", "method": "ready"}\\n\'); sys.stdout.flush(); '
         "sys.stdin.read()"
     )
-    reader = StderrReader()
     pids: dict[str, int] = {}
 
     async def one(name: str) -> None:
@@ -93,7 +92,7 @@ async def test_one_stderr_reader_serves_many_children_each_line_tagged_with_its_
             # The line was in the pipe before "ready": read by now, or when the child is removed.
             assert (await child.channel.receive())["method"] == "ready"
 
-    with trio.fail_after(TIMEOUT):
+    with trio.fail_after(TIMEOUT), StderrReader() as reader:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader.run)
             async with trio.open_nursery() as children:
@@ -110,8 +109,7 @@ async def test_a_child_whose_stderr_the_daemons_reader_logs_opens_no_nursery_and
 ):
     # One nursery less for every connection; the block's own exception still comes out as itself.
     spec = ChildSpec((sys.executable, "-c", "import sys; sys.stdin.read()"), name="quiet")
-    reader = StderrReader()
-    with trio.fail_after(TIMEOUT):
+    with trio.fail_after(TIMEOUT), StderrReader() as reader:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reader.run)
             task = trio.lowlevel.current_task()
@@ -123,3 +121,24 @@ async def test_a_child_whose_stderr_the_daemons_reader_logs_opens_no_nursery_and
                     raise KeyError("from the block")
             assert reader.children == 0
             nursery.cancel_scope.cancel()
+
+
+async def test_a_child_stopped_after_the_readers_task_was_cancelled_is_still_read_to_its_end(
+    child_lines: pytest.LogCaptureFixture,
+) -> None:
+    # A cancelled daemon: its reading task ends at once, while each connection still stops its
+    # child (shielded) and removes the child's stderr from the set, which its owner keeps open.
+    with trio.fail_after(TIMEOUT), StderrReader() as reader:
+        with trio.CancelScope() as everything:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader.run)
+                async with open_child(
+                    ChildSpec((sys.executable, "-c", WRITER), name="writer"), PATIENT_STOP, reader
+                ) as child:
+                    assert (await child.channel.receive())["method"] == "ready"
+                    everything.cancel()
+                    await trio.sleep_forever()
+        assert everything.cancelled_caught
+        assert reader.children == 0
+    assert untagged(child_lines, child.pid)[-1] == "last words without a newline"
+    assert child.returncode == 0

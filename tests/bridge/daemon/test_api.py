@@ -3,6 +3,7 @@ block ends; configuration accepts plain strings and lists."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import trio
 import trio.testing
 
 import channels
-from bridge import ChildSpec, RestartPolicy, ServeConfig, open_bridge
+from bridge import ChildSpec, Daemon, RestartPolicy, ServeConfig, open_bridge
 
 from conftest import call, example_server, poll, process_exists, result_text, wait_until_gone
 
@@ -67,6 +68,30 @@ async def test_cancelling_the_block_still_stops_gracefully_finishing_requests_in
     for pid in pids:
         await wait_until_gone(pid)
         assert not process_exists(pid)
+
+
+async def test_a_cancelled_daemon_stops_and_reaps_each_connections_child_and_logs_no_error(
+    sock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Cancelled, the daemon skips the drain; each connection still stops its child (shielded) and
+    # takes the child's stderr out of the daemon's reader, whose task had already ended.
+    caplog.set_level(logging.INFO)
+    daemon = Daemon(config(f"unix:{sock_dir}/s.sock"))
+    with trio.fail_after(TIMEOUT):
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                [address] = await nursery.start(daemon.run)
+                async with channels.connect(address) as channel:
+                    await channel.send(call(1, "echo", text="up"))
+                    assert result_text(await channel.receive()) == "up"
+                    pids = [child.pid for child in daemon._counters.children]
+                    await channel.send(call(2, "sleep", seconds=30))
+                    scope.cancel()
+                    await trio.sleep_forever()
+        assert daemon.stopped
+        assert len(pids) == 1
+        await wait_until_gone(pids[0])
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_a_child_spec_without_a_command_is_refused() -> None:
