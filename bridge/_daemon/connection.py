@@ -1,10 +1,11 @@
 """Serving one accepted connection: its handshake, the cap, and the child it is given.
 
 :meth:`Connections.handle` is what the listeners call for every connection (``serve_listeners``
-closes it afterwards). A connection over ``max_connections``, or whose child fails to start, is
-refused: its first requests are answered by id, then it is closed. Otherwise it is served by the
-shared child, or by a child of its own through a :class:`~bridge._relay.relay.Relay` (in ``auto``
-mode, a client that opens with ``initialize`` is legacy and gets a child of its own).
+closes it afterwards). A connection over ``max_connections``, one whose task runs after a stop
+began, or one whose child fails to start, is refused: its first requests are answered by id,
+then it is closed. Otherwise it is served by the shared child, or by a child of its own through
+a :class:`~bridge._relay.relay.Relay` (in ``auto`` mode, a client that opens with
+``initialize`` is legacy and gets a child of its own).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridge.daemon")
 
-# A refused connection (over the cap, or its child failed to start) gets this long to send its
-# first request, so that the refusal can answer it by id, and to read the answer.
+# A refused connection (over the cap, a stop begun, or its child failed to start) gets this long
+# to send its first request, so that the refusal can answer it by id, and to read the answer. In a
+# stop, the connections nursery's deadline (the drain plus a grace) bounds it too.
 REFUSAL_TIMEOUT = 5.0
 
 
@@ -109,7 +111,7 @@ class Connections:
                 counters.clients.add(client)
                 try:
                     if not counted:
-                        await self._refuse_over_cap(client)
+                        await self._refuse_uncounted(client)
                         return
                     try:
                         served = self.tap.channel(client) if self.tap is not None else client
@@ -187,8 +189,15 @@ class Connections:
             counters.bytes_of_closed[1] += channel.bytes_sent
             await channel.aclose()
 
-    async def _refuse_over_cap(self, client: MessageChannel) -> None:
+    async def _refuse_uncounted(self, client: MessageChannel) -> None:
+        """Refuse a connection not counted in: a stop has begun, or the cap is reached."""
         self.counters.connections_refused += 1
+        if self.stopping.is_set():
+            # Accepted just before the stop began (its task ran after): normal, not a warning.
+            logger.info("%s: refused, the bridge is stopping", client.peer)
+            await refuse(client, CONNECTION_CLOSED, "Connection closed", "shutting-down")
+            await client.aclose_with(close_reason("shutting-down"), "the bridge is stopping")
+            return
         limit = self.config.limits.max_connections
         logger.warning(
             "%s: refused, %d connections already (--max-connections)", client.peer, self.counters.connections
