@@ -6,7 +6,8 @@ layer: child processes, relaying, shared mode, the daemon, the command line. Tra
 
 Layering (docs/design.md §2); each room imports only ``channels`` and the rooms before it:
 
-- ``_errors`` and ``_limits``: the errors the bridge sends and raises; every limit and timeout.
+- ``_version``, ``_errors`` and ``_limits``: the version (``bridge.__version__``); the errors the
+  bridge sends and raises; every limit and timeout.
 - ``_child``: a child process, its stderr, its supervisor, the warm pool.
 - ``_relay``: one client to one child, and the channel wrappers (tap, metrics, read-ahead).
 - ``_shared``: one child for every client: the sans-IO router, the mux, the era probe.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ._child import *  # noqa: F403

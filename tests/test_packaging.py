@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from bridge import __version__
+
 from conftest import REPO, bridge_process
 
 # A build in an isolated environment fetches setuptools; installing the wheel fetches (or finds in
@@ -98,6 +100,7 @@ def test_the_wheels_metadata_says_what_it_serves_and_names_its_entry_point(dist:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert f"Summary: {project['description']}" in metadata
     assert "Streamable HTTP" in project["description"]
+    assert f"Version: {__version__}" in metadata.splitlines()  # pyproject reads bridge/_version.py
     assert "Classifier: Framework :: Trio" in metadata
     assert "Keywords:" in metadata
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
@@ -111,7 +114,7 @@ async def test_the_wheel_installed_alone_runs_the_command_and_serves_the_bundled
     await run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     await run(venv / "bin" / "pip", "install", "-q", only(dist, "mcp_bridge-*.whl"), cwd=tmp_path)
     version = await run(venv / "bin" / "mcp-bridge", "--version", cwd=tmp_path, timeout=RUN_TIMEOUT)
-    assert version.decode().split() == ["mcp-bridge", "0.1.0"]
+    assert version.decode().split() == ["mcp-bridge", __version__]
 
     # Served through the installed command, from a folder that has no source tree in it.
     sock = tmp_path / "mcp.sock"

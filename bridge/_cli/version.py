@@ -8,22 +8,13 @@ text argparse's ``version`` action prints, in about the interpreter's own start-
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._version import __version__
+
 # The commands whose parsers take --version (each adds the common options, arguments.add_common).
 COMMANDS = ("serve", "connect", "check-config")
-
-
-def version() -> str:
-    """The installed distribution's version, or "unknown" when run from an uninstalled tree."""
-    # importlib.metadata (and the email package it reads metadata with) loads only when asked.
-    metadata = importlib.import_module("importlib.metadata")
-    try:
-        return str(metadata.version("mcp-bridge"))
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def asks_only_for_version(args: Sequence[str]) -> bool:
@@ -33,7 +24,7 @@ def asks_only_for_version(args: Sequence[str]) -> bool:
 
 def version_line() -> str:
     """What ``--version`` prints, from here or from the parsers (:class:`VersionAction`)."""
-    return f"mcp-bridge {version()}"
+    return f"mcp-bridge {__version__}"
 
 
 class VersionAction(argparse.Action):

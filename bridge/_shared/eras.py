@@ -22,8 +22,6 @@ with a child that has just been started.
 from __future__ import annotations
 
 import enum
-import functools
-import importlib
 import logging
 from typing import Any
 
@@ -34,6 +32,7 @@ from channels import JSONObject, ProtocolError, RequestId
 
 from .._child.process import ChildProcess, describe_exit
 from .._errors import ChildStartError
+from .._version import __version__
 
 __all__ = [
     "MODERN_ERROR_CODES",
@@ -60,16 +59,6 @@ PROBE_ID = "mcp-bridge-probe"
 
 # After the child's stdout ended: how long to wait for its exit status, for the error message.
 EXIT_STATUS_WAIT = 1.0
-
-
-@functools.cache
-def _package_version() -> str:
-    # importlib.metadata (and the email package it reads metadata with) loads on the first probe.
-    metadata = importlib.import_module("importlib.metadata")
-    try:
-        return str(metadata.version("mcp-bridge"))
-    except metadata.PackageNotFoundError:
-        return "0"  # running from a source tree that was not installed
 
 
 class Era(enum.Enum):
@@ -108,7 +97,7 @@ def discover_request(request_id: RequestId) -> JSONObject:
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
                 "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "mcp-bridge", "version": _package_version()},
+                "io.modelcontextprotocol/clientInfo": {"name": "mcp-bridge", "version": __version__},
             },
         },
     }

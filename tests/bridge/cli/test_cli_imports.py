@@ -193,3 +193,14 @@ async def test_a_bridge_serving_unix_sockets_imports_no_module_only_other_comman
 async def test_a_serving_bridge_keeps_no_source_text_of_attrs_generated_methods(sock_dir: Path) -> None:
     report = '[name for name in __import__("linecache").cache if name.startswith("<attrs generated")]'
     assert await serving_loaded(sock_dir, (), "--child", "per-connection", report=report) == []
+
+
+# importlib.metadata and what it reads a distribution's metadata with: 1.25 MiB of a daemon's memory.
+METADATA_READERS = ("importlib.metadata", "email", "zipfile", "csv")
+
+
+async def test_a_bridge_that_probed_its_childs_era_has_loaded_no_importlib_metadata(sock_dir: Path) -> None:
+    # The probe names the bridge's version in its clientInfo: bridge/_version.py has it.
+    assert await serving_loaded(sock_dir, METADATA_READERS + ("bridge._shared.eras",)) == [
+        "bridge._shared.eras"
+    ]
