@@ -14,6 +14,8 @@ but in ``bridge-shared``, ``bridge-http-2026``, the supergateway-ws rows and the
 * ``bridge-unix``  ``python -m bridge --listen unix:PATH --max-message 32MiB
                    --max-child-message 32MiB -- ...``;
 * ``bridge-tcp``   the same with ``--listen tcp:127.0.0.1:0`` (the port is read from its log);
+* ``bridge-auto``  ``bridge-unix`` with the default ``--child auto`` (the Quickstart's command
+                   line): the shared child the era probe chose, and a child per legacy session;
 * ``bridge-shared`` ``bridge-unix`` with ``--child shared``: one example server for every session;
 * ``bridge-prespawn`` ``bridge-unix`` with ``--prespawn 8``;
 * ``bridge-ws``    ``bridge-unix`` with ``--listen ws://127.0.0.1:0/`` (WebSocket, one text frame

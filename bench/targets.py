@@ -13,6 +13,9 @@ Every target offers ``start()``, ``connect() -> Conn`` (a fresh session, not yet
   of any trio relay here, for reading the bridge's figures. The relay is that process alone.
 * ``bridge-prespawn``: ``bridge-unix`` with ``--prespawn 8``: eight children kept started ahead of
   connections (the warm pool), for the session-setup figure.
+* ``bridge-auto``: ``bridge-unix`` with the default ``--child auto``, the Quickstart's command line:
+  the era probe finds the example server dual-era and starts it shared, and each session, opening
+  with ``initialize``, is a legacy client and gets a child of its own besides.
 * ``bridge-shared``: ``bridge-unix`` with ``--child shared``: ONE example server for every session
   (the bridge rewrites ids and answers every ``initialize`` after the first from the first one's
   result); the example server answers one request at a time, so all sessions queue at that child.
@@ -66,6 +69,8 @@ def make_target(name: str, baseline: Path | None = None) -> DirectTarget | Relay
     per_connection = ("--child", "per-connection")
     if name == "bridge-prespawn":
         return RelayTarget(name, "unix", "bridge", (*per_connection, "--prespawn", str(PRESPAWN)))
+    if name == "bridge-auto":
+        return RelayTarget(name, "unix", "bridge", ("--child", "auto"))
     if name == "bridge-shared":
         return RelayTarget(name, "unix", "bridge", ("--child", "shared"))
     if name == "bridge-http-2026":
@@ -90,6 +95,7 @@ TARGET_NAMES = (
     "bridge-unix",
     "bridge-tcp",
     "bridge-prespawn",
+    "bridge-auto",
     "bridge-shared",
     "bridge-ws",
     "bridge-tls",

@@ -201,6 +201,6 @@ METADATA_READERS = ("importlib.metadata", "email", "zipfile", "csv")
 
 async def test_a_bridge_that_probed_its_childs_era_has_loaded_no_importlib_metadata(sock_dir: Path) -> None:
     # The probe names the bridge's version in its clientInfo: bridge/_version.py has it.
-    assert await serving_loaded(sock_dir, METADATA_READERS + ("bridge._shared.eras",)) == [
+    assert await serving_loaded(sock_dir, (*METADATA_READERS, "bridge._shared.eras")) == [
         "bridge._shared.eras"
     ]
