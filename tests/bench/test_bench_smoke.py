@@ -16,7 +16,7 @@ import trio
 from conftest import REPO
 
 # Not the supergateway rows: they install supergateway from npm, a download a test must not need.
-ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp,bridge-prespawn,bridge-shared,bridge-ws,bridge-tls"
+ROWS = "direct,socat-unix,trio-unix,bridge-unix,bridge-tcp,bridge-prespawn,bridge-auto,bridge-shared,bridge-ws,bridge-tls"
 
 
 async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
