@@ -8,6 +8,7 @@ for a log line, a reply or an exit instead); every process started is killed and
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -49,6 +50,49 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             frame = next((f for f in reversed(frames) if "_pytest" not in f.filename), frames[-1])
             report.longrepr = (frame.filename, frame.lineno or 0, f"Skipped: {original.msg}")
     return report
+
+
+class _TracebackRecorder(logging.Handler):
+    """Keeps every record of the bridge's or the channels' loggers that carries a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.name.partition(".")[0] in ("bridge", "channels"):
+            self.records.append(record)
+
+
+# Where each traceback a bridge started by bridge_process logged begins: its log lines, and the
+# index of the message before the traceback (while a test runs).
+_PROCESS_TRACEBACKS: list[tuple[list[str], int]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_traceback_in_the_log(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A bridge logs no traceback: a fault or bad input gets a clear error, a client going away is
+    normal (docs/design.md, §5). A test whose bridge (in this process, or one bridge_process
+    started) logged one fails, unless it is marked ``logs_tracebacks`` with the reason."""
+    recorder = _TracebackRecorder()
+    root = logging.getLogger()
+    root.addHandler(recorder)
+    _PROCESS_TRACEBACKS.clear()
+    try:
+        yield
+    finally:
+        root.removeHandler(recorder)
+    if request.node.get_closest_marker("logs_tracebacks") is not None:
+        return
+    if recorder.records:
+        first = recorder.records[0]
+        pytest.fail(
+            f"{len(recorder.records)} log record(s) with a traceback, the first from {first.name}: "
+            f"{first.getMessage()}\n{logging.Formatter().formatException(first.exc_info)}"  # type: ignore[arg-type]
+        )
+    if _PROCESS_TRACEBACKS:
+        lines, start = _PROCESS_TRACEBACKS[0]
+        pytest.fail("a bridge process logged a traceback:\n" + "\n".join(lines[start : start + 40]))
 
 
 def _only_skip(exc: BaseException | None) -> pytest.skip.Exception | None:
@@ -413,6 +457,9 @@ async def bridge_process(
             for raw in complete:
                 line = raw.decode(errors="replace")
                 lines.append(line)
+                # The bridge's own traceback starts a line; a child's stderr comes tagged.
+                if line.startswith("Traceback (most recent call last):"):
+                    _PROCESS_TRACEBACKS.append((lines, max(len(lines) - 2, 0)))
                 if match := _LISTENING.search(line):
                     addresses.append(match.group(1))
                     if len(addresses) >= listeners:

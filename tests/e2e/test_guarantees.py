@@ -287,7 +287,10 @@ async def test_on_client_disconnect_the_child_and_its_process_group_are_stopped(
             await poll(lambda: daemon.statistics().children == 0)
 
 
-async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orphan(sock_dir, monkeypatch):
+@pytest.mark.logs_tracebacks("a bug in the bridge is logged with its traceback, for its report")
+async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orphan(
+    sock_dir, monkeypatch, caplog
+):
     original = ToClient.run
     crashed = trio.Event()
 
@@ -306,6 +309,8 @@ async def test_a_crash_in_a_bridge_task_costs_one_connection_and_leaves_no_orpha
             await poll(lambda: daemon.statistics().children == 0)
             second = await LineClient.open(daemon.addresses[0])
             assert result_text(await second.call(1, "echo", text="alive")) == "alive"
+    [bug] = [r for r in caplog.records if r.exc_info]
+    assert "internal error; connection closed" in bug.getMessage()
 
 
 # -- 6. graceful stop ------------------------------------------------------------------------------
