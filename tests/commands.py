@@ -17,15 +17,19 @@ from conftest import (
     REPO,
     bridge_argv,
     call,
+    note_tracebacks,
     reap,
 )
 
 
 async def run_bridge(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """Run ``python -m bridge ARGS`` to completion, capturing both outputs."""
-    return await trio.run_process(
+    """Run ``python -m bridge ARGS`` to completion, capturing both outputs (a traceback in its
+    stderr fails the test: conftest.note_tracebacks)."""
+    result = await trio.run_process(
         bridge_argv(*args), stdin=stdin, capture_stdout=True, capture_stderr=True, check=False, cwd=REPO
     )
+    note_tracebacks(result.stderr.decode(errors="replace"))
+    return result
 
 
 TIMEOUT = 20  # seconds for one test: two interpreter start-ups and a few round trips
@@ -126,6 +130,7 @@ async def connect(address: str, *options: str) -> AsyncIterator[Connect]:
                     process.kill()
     finally:
         await reap(process)
+        note_tracebacks(client.stderr_text())
 
 
 async def http(port: int, raw: bytes) -> tuple[int, dict[str, str], str]:

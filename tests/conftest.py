@@ -64,9 +64,19 @@ class _TracebackRecorder(logging.Handler):
             self.records.append(record)
 
 
-# Where each traceback a bridge started by bridge_process logged begins: its log lines, and the
+# Where each traceback a bridge process logged begins (see note_tracebacks): its log lines, and the
 # index of the message before the traceback (while a test runs).
 _PROCESS_TRACEBACKS: list[tuple[list[str], int]] = []
+# How a traceback of the bridge's own starts a line of its log; a child's stderr comes tagged.
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def note_tracebacks(log: str) -> None:
+    """Record each traceback in the log (stderr) of a bridge process: the test then fails."""
+    lines = log.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith(_TRACEBACK):
+            _PROCESS_TRACEBACKS.append((lines, max(index - 1, 0)))
 
 
 @pytest.fixture(autouse=True)
@@ -457,8 +467,7 @@ async def bridge_process(
             for raw in complete:
                 line = raw.decode(errors="replace")
                 lines.append(line)
-                # The bridge's own traceback starts a line; a child's stderr comes tagged.
-                if line.startswith("Traceback (most recent call last):"):
+                if line.startswith(_TRACEBACK):
                     _PROCESS_TRACEBACKS.append((lines, max(len(lines) - 2, 0)))
                 if match := _LISTENING.search(line):
                     addresses.append(match.group(1))

@@ -1,7 +1,8 @@
 """A bridge logs no traceback unnoticed: a test whose bridge logged one fails, unless marked.
 
-tests/conftest.py watches the bridge's and the channels' loggers in the test's process, and the
-log of every bridge ``bridge_process`` started. Run as a real pytest process on a test file of its
+tests/conftest.py watches the bridge's and the channels' loggers in the test's process, the log
+of every bridge ``bridge_process`` started, and the stderr of the commands tests/commands.py runs
+(``note_tracebacks``). Run as a real pytest process on a test file of its
 own, with the project's conftest.
 """
 
@@ -34,7 +35,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import bridge_process
+from conftest import bridge_process, note_tracebacks
 
 # Stands in for a bridge process (fake_bridge.py, beside this file).
 FAKE_BRIDGE = [sys.executable, str(Path(__file__).parent / "fake_bridge.py")]
@@ -62,6 +63,14 @@ def test_marked_traceback():
 
 def test_other_logger_traceback():
     log_a_traceback("some.library")
+
+
+def test_command_traceback():  # the stderr of a command run to its end (commands.run_bridge)
+    note_tracebacks("ERROR bridge: failed\\nTraceback (most recent call last):\\nKeyError: 1\\n")
+
+
+def test_child_traceback():  # a child's stderr, as the bridge logs it: tagged, not the bridge's
+    note_tracebacks("INFO bridge.child: [server pid 7] Traceback (most recent call last):\\n")
 
 
 async def test_bridge_process_traceback():
@@ -96,9 +105,15 @@ def test_a_traceback_in_a_bridges_log_fails_its_test_unless_the_test_is_marked(t
         "test_marked_traceback": "PASSED",
         "test_other_logger_traceback": "PASSED",
         "test_bridge_process_traceback": "ERROR",
+        "test_command_traceback": "ERROR",
+        "test_child_traceback": "PASSED",
     }, result.stdout + result.stderr
-    # The failure quotes the bridge's log from the message before the traceback on.
-    quoted = re.findall(
-        r"^E +(.*)$", result.stdout.partition("Failed: a bridge process logged a traceback:")[2], re.M
-    )
-    assert quoted[:2] == ["ERROR bridge.daemon: internal error", "Traceback (most recent call last):"], quoted
+    # Each failure quotes the log from the message before the traceback on.
+    quoted = re.findall(r"^E +(.*)$", result.stdout, re.M)
+    for message in ("ERROR bridge.daemon: internal error", "ERROR bridge: failed"):
+        at = quoted.index(message)
+        assert quoted[at - 1 : at + 2] == [
+            "Failed: a bridge process logged a traceback:",
+            message,
+            "Traceback (most recent call last):",
+        ], quoted
