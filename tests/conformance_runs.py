@@ -164,3 +164,21 @@ async def run_suite(argv: list[str], log: Path) -> int | None:
                 if process.returncode is None:
                     os.killpg(process.pid, signal.SIGKILL)
                 await process.wait()
+
+
+def fail_unless_passed(
+    status: int | None, argv: list[str], log: Path, results: Path, bridge_log: list[str], where: str = ""
+) -> None:
+    """Fail the test unless the suite exited 0, with what says why: the suite's summary, every
+    failed check and the end of the bridge's log. ``where`` names the endpoint if not the listener."""
+    if status == 0:
+        return
+    outcome = f"ran over {RUN_TIMEOUT} s" if status is None else f"exited {status}"
+    pytest.fail(
+        f"the conformance suite {outcome}{where}: {' '.join(argv)}\n"
+        f"(full output in {log}, checks in {results})\n\n"
+        f"--- its summary ---\n{summary(log)}\n"
+        f"--- failed checks (a WARNING fails a run that has a baseline) ---\n{failed_checks(results)}\n\n"
+        "--- the bridge's log (last 60 lines) ---\n" + "\n".join(bridge_log[-60:]),
+        pytrace=False,
+    )

@@ -467,8 +467,6 @@ async def bridge_process(
             for raw in complete:
                 line = raw.decode(errors="replace")
                 lines.append(line)
-                if line.startswith(_TRACEBACK):
-                    _PROCESS_TRACEBACKS.append((lines, max(len(lines) - 2, 0)))
                 if match := _LISTENING.search(line):
                     addresses.append(match.group(1))
                     if len(addresses) >= listeners:
@@ -493,6 +491,7 @@ async def bridge_process(
             if process.returncode is None:
                 os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
+        note_tracebacks("\n".join(lines))
 
 
 # -- processes ----------------------------------------------------------------------------------

@@ -23,10 +23,9 @@ from conformance_runs import (
     RUNS,
     START_TIMEOUT,
     SuiteRun,
-    failed_checks,
+    fail_unless_passed,
     require_conformance_suite,
     run_suite,
-    summary,
 )
 
 from conftest import EXAMPLE_SERVER, bridge_process
@@ -69,13 +68,4 @@ async def test_the_conformance_suite_finds_no_failure_at_a_server_mounted_on_a_s
             (url,) = [address for address in bridge.addresses if address.endswith("/servers/conformance/mcp")]
             argv = run.argv(url, results)
             status = await run_suite(argv, log)
-    if status != 0:
-        outcome = f"ran over {RUN_TIMEOUT} s" if status is None else f"exited {status}"
-        pytest.fail(
-            f"the conformance suite {outcome} at a shared listener's mount: {' '.join(argv)}\n"
-            f"(full output in {log}, checks in {results})\n\n"
-            f"--- its summary ---\n{summary(log)}\n"
-            f"--- failed checks (a WARNING fails a run that has a baseline) ---\n{failed_checks(results)}\n\n"
-            "--- the bridge's log (last 60 lines) ---\n" + "\n".join(bridge.stderr_lines[-60:]),
-            pytrace=False,
-        )
+    fail_unless_passed(status, argv, log, results, bridge.stderr_lines, " at a shared listener's mount")
