@@ -1,8 +1,8 @@
 """Count a relay's trips through trio's scheduler, and its system calls' CPU, per call.
 
-Runs a relay (``bridge-unix``, ``bridge-tcp``, ``bridge-ws``, ``bridge-http``, ``bridge-http-2026``
-or ``trio-unix``, started as the benchmark starts them) with a trio Instrument in its process,
-makes N small ``tools/call`` echo calls (one at a time, or ``--window`` written at once; or
+Runs a relay (``bridge-unix``, ``bridge-tcp``, ``bridge-shared``, ``bridge-ws``, ``bridge-http``,
+``bridge-http-2026`` or ``trio-unix``, started as the benchmark starts them) with a trio Instrument
+in its process, makes N small ``tools/call`` echo calls (one at a time, or ``--window`` written at once; or
 ``--echo`` calls of that many MiB, one at a time), then does it again with 3N calls; the
 difference, divided by 2N, is what one call costs the relay's event loop, setup and teardown
 cancelling out:
@@ -63,7 +63,15 @@ from wire import INITIALIZE, INITIALIZE_ID, INITIALIZED, echo_call, open_session
 READY_TIMEOUT_S = 20.0  # as bench/targets.py gives a relay to log that it listens
 SETTLE_S = 0.2  # for the relay to see the session end before it is stopped (outside the difference)
 SYSCALLS = ("read", "write", "readv", "writev")
-ROWS = ("bridge-unix", "bridge-tcp", "bridge-ws", "bridge-http", "bridge-http-2026", "trio-unix")
+ROWS = (
+    "bridge-unix",
+    "bridge-tcp",
+    "bridge-shared",
+    "bridge-ws",
+    "bridge-http",
+    "bridge-http-2026",
+    "trio-unix",
+)
 HTTP_PATH = "/mcp"  # as bench/relays.py serves the HTTP rows
 VALGRIND_SLOWER = 50  # about how much slower a process runs under cachegrind: its timeouts' factor
 
@@ -173,6 +181,7 @@ def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str],
         return [*wrap, str(REPO / "bench" / "trio_relay.py"), path, "--", *server], path
     listen = {
         "bridge-unix": f"unix:{path}",
+        "bridge-shared": f"unix:{path}",
         "bridge-tcp": "tcp:127.0.0.1:0",
         "bridge-ws": "ws://127.0.0.1:0/",
         "bridge-http": f"http://127.0.0.1:0{HTTP_PATH}",
@@ -184,7 +193,8 @@ def _command(row: str, where: str, out: str, checkout: Path) -> tuple[list[str],
         "--max-child-message",
         "32MiB",
     ]  # a 16 MiB echo fits (bench/relays.py)
-    child = "shared" if row == "bridge-http-2026" else "per-connection"  # as bench/targets.py
+    shared = row in ("bridge-shared", "bridge-http-2026")
+    child = "shared" if shared else "per-connection"  # as bench/targets.py
     bridge = ["-m", "bridge", "--listen", listen[row], *limits, "--child", child]
     return [*wrap, *bridge, "--", *server], path
 
