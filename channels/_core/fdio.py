@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import errno
 import os
+import select
+import stat
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -193,6 +195,24 @@ def write_now(send_fd: Callable[[], int] | None, data: bytes | memoryview) -> in
         trio.BrokenResourceError: the write failed (the peer reset the connection...).
     """
     return _write_fd(send_fd, os.write, data)
+
+
+def write_whole_now(send_fd: Callable[[], int] | None, data: bytes) -> bool:
+    """Write ``data`` whole to the pipe ``send_fd`` returns, without waiting, or none of it.
+
+    Whether it was written. Only a pipe promises all or nothing, and only for a write of at most
+    ``PIPE_BUF`` bytes (pipe(7): such a write is atomic, and where the pipe has no room for all of
+    it a non-blocking one fails with ``EAGAIN``). Anything else (a socket, a longer write, a full
+    pipe, a closed or failed fd) writes nothing and returns False, for the caller's ordinary send
+    to write it and say what went wrong. One ``fstat`` tells a pipe: the fd may change hands.
+    """
+    fd = send_fd() if send_fd is not None else -1
+    if fd < 0 or len(data) > select.PIPE_BUF:
+        return False
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode) and os.write(fd, data) == len(data)
+    except OSError:  # EAGAIN (no room for all of it), EPIPE, EBADF...: nothing was written
+        return False
 
 
 def writev_now(send_fd: Callable[[], int] | None, parts: Sequence[bytes | memoryview]) -> int:

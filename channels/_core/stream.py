@@ -26,6 +26,7 @@ from .fdio import (
     send_all_progressing,
     send_fd_getter,
     write_now,
+    write_whole_now,
 )
 from .framing import LineFramer, Oversized
 from .jsonrpc import JSONObject, decode_line, encode_lines
@@ -55,17 +56,11 @@ class StreamChannel(MessageChannel):
     :meth:`receive_nowait` then hand out one at a time. :meth:`send_many` writes a batch with a
     single write.
 
-    :meth:`send_many` tries writes to a socket or pipe synchronously first: trio's ``send_all``
-    yields to the scheduler after every successful non-blocking write, and on a relay's hot path
-    that extra trip around the event loop costs about 40 µs a round trip (the benchmark's
-    sequential latency, 265 → 230 µs here). When the kernel takes the whole batch at once, the
-    usual case, ``send_many`` returns after a cancellation check without yielding; otherwise the
-    rest goes through ``send_all``, with its waiting and its checkpoints. :meth:`send` keeps trio's
-    rule and is always a full checkpoint.
-
-    Reads of a socket or pipe are direct too (:func:`~channels._core.fdio.receive_some`): a read
-    that returned less than it asked for emptied the kernel's buffer, so the next one waits for
-    bytes first rather than fail with ``EAGAIN`` (a system call and an exception per relay hop).
+    Writes and reads of a socket or pipe are direct (:mod:`channels._core.fdio`): :meth:`send_many`
+    returns without yielding when the kernel took the whole batch at once (trio's ``send_all``
+    yields after every write: a trip around the event loop per relay hop), and a read that
+    returned less than it asked for emptied the kernel's buffer, so the next one waits for bytes
+    first rather than fail with ``EAGAIN``. :meth:`send` keeps trio's rule and always yields.
 
     Raises:
         ValueError: ``max_message_bytes`` is less than 1.
@@ -82,6 +77,7 @@ class StreamChannel(MessageChannel):
         "_pending",
         "_receive_fd",
         "_receiving",
+        "_send_fd",
         "_send_now",
         "_sending",
         "_stream",
@@ -102,10 +98,9 @@ class StreamChannel(MessageChannel):
     ) -> None:
         self._stream = stream
         # What writes without waiting: OpenSSL's socket for a TLS listener's stream, else the fd.
+        self._send_fd = None if isinstance(stream, SocketTls) else send_fd_getter(stream)
         self._send_now: Callable[[bytes], int] = (
-            stream.send_nowait
-            if isinstance(stream, SocketTls)
-            else partial(write_now, send_fd_getter(stream))
+            stream.send_nowait if isinstance(stream, SocketTls) else partial(write_now, self._send_fd)
         )
         # OpenSSL keeps part of a record it could not write at once and must be given the same
         # buffer again, so a TLS write tried without waiting must fit one progress piece: the
@@ -289,7 +284,7 @@ class StreamChannel(MessageChannel):
             trio.ClosedResourceError: this side closed the channel.
             trio.BusyResourceError: another task is sending.
         """
-        if not await self._send_batch((value,)):
+        if not await self._send_data(encode_lines((value,))):
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_many(self, messages: Sequence[JSONObject]) -> None:
@@ -302,7 +297,27 @@ class StreamChannel(MessageChannel):
         Raises:
             As :meth:`send`; a ``ValueError`` or ``TypeError`` means none of the batch was written.
         """
-        await self._send_batch(messages)
+        await self._send_data(encode_lines(messages))
+
+    def encode_batch(self, messages: Sequence[JSONObject]) -> bytes:
+        """``messages`` checked and encoded as :meth:`send_many` writes them; raises as it does."""
+        return encode_lines(messages)
+
+    def send_encoded_nowait(self, data: bytes) -> bool:
+        """Write a batch :meth:`encode_batch` returned, whole, now and without yielding, or none of it.
+
+        Whether it was written: only to a pipe, and for up to ``PIPE_BUF`` bytes
+        (:func:`~channels._core.fdio.write_whole_now`); never while another send is in progress
+        or after one timed out. Nothing written, :meth:`send_encoded` writes it as ever.
+        """
+        if self._sending or self._broken or self._closed or not write_whole_now(self._send_fd, data):
+            return False
+        self.bytes_sent += len(data)
+        return True
+
+    async def send_encoded(self, data: bytes) -> None:
+        """Write batches :meth:`encode_batch` returned (joined) as :meth:`send_many` writes one."""
+        await self._send_data(data)
 
     async def send_lines(self, messages: Sequence[JSONObject], lines: Sequence[bytes | None]) -> None:
         """As :meth:`MessageChannel.send_lines`: a given line is written as is, unchecked and not encoded.
@@ -310,17 +325,14 @@ class StreamChannel(MessageChannel):
         Raises:
             As :meth:`send_many`.
         """
-        await self._send_batch(messages, lines)
+        await self._send_data(encode_lines(messages, lines))
 
-    async def _send_batch(
-        self, messages: Sequence[JSONObject], lines: Sequence[bytes | None] | None = None
-    ) -> bool:
-        """Write ``messages``; True if that went through ``send_all`` (which yields)."""
+    async def _send_data(self, data: bytes) -> bool:
+        """Write encoded messages; True if that went through ``send_all`` (which yields)."""
         if self._sending:
             raise trio.BusyResourceError("another task is already sending on this channel")
         self._sending = True
         try:
-            data = encode_lines(messages, lines)
             await trio.lowlevel.checkpoint_if_cancelled()
             if self._broken:
                 raise trio.BrokenResourceError("an earlier send timed out")
