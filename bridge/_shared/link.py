@@ -16,7 +16,11 @@ this module applies the policies to what the child writes:
 
 Nothing here waits for a client: messages for clients are queued by ``deliver``. What clients send
 the child is queued (bounded) and written by one task per child, so the requests of every client
-that arrive in one pass of the scheduler reach the child in one write.
+that arrive in one pass of the scheduler reach the child in one write. A request that comes alone to
+an idle child (no other request in flight, nothing queued, no write in progress: one client calling
+one at a time) is written by its sender's task if the child's pipe takes it whole at once, sparing
+the writer's trip through the scheduler; a pipe takes a write of up to ``PIPE_BUF`` bytes whole or
+not at all, so a sender cancelled meanwhile never leaves part of a line in the child's input.
 """
 
 from __future__ import annotations
@@ -85,8 +89,10 @@ class ChildLink:
     _refusals: list[JSONObject] = attrs.field(init=False, factory=list)
     _strays: StrayReplies = attrs.field(init=False, factory=StrayReplies)
     # Client messages for the child, in order, not taken by a write yet (send_checked queues them,
-    # the child's writer task or any send takes them first).
+    # the child's writer task or any send takes them first); the first of them encoded already if
+    # send_checked tried to write it at once (it is not encoded twice).
     _queued: list[JSONObject] = attrs.field(init=False, factory=list)
+    _first_encoded: bytes | None = attrs.field(init=False, default=None)
     _wake: trio.Event = attrs.field(init=False, factory=trio.Event)  # the writer: something queued
     _room: trio.Event = attrs.field(init=False, factory=trio.Event)  # senders: the queue was taken
 
@@ -124,6 +130,7 @@ class ChildLink:
             self._child_gone()
             # What this child never got is not for the next: its requests are answered just below.
             self._queued.clear()
+            self._first_encoded = None
             self._room.set()
             with trio.move_on_after(self.limits.exit_drain_timeout):
                 await child.wait()
@@ -287,9 +294,19 @@ class ChildLink:
         """
         if not messages:
             return
-        if self._child is None:
+        child = self._child
+        if child is None:
             self._answer_unsent(messages)
             return
+        if (
+            not self._queued
+            and self._router.pending == len(messages) == 1  # an idle child: nothing to batch it with
+            and not self._child_lock.locked()
+        ):
+            data = child.channel.encode_batch(messages)
+            if child.channel.send_encoded_nowait(data):
+                return  # written whole, and nothing was before it
+            self._first_encoded = data
         self._queued.extend(messages)
         self._wake.set()
         while len(self._queued) > CHILD_QUEUE and self._child is not None:
@@ -336,11 +353,18 @@ class ChildLink:
         except trio.WouldBlock:
             await self._child_lock.acquire()
         queued, self._queued = self._queued, []
+        first, self._first_encoded = self._first_encoded, None
         if queued:
             self._room.set()
         try:
-            if queued or messages:
-                await child.channel.send_many([*queued, *messages] if queued else messages)
+            rest = queued if first is None else queued[1:]
+            if messages:
+                rest = [*rest, *messages]
+            data = child.channel.encode_batch(rest) if rest else b""
+            if first is not None:
+                data = first + data if data else first
+            if data:
+                await child.channel.send_encoded(data)
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._answer_unsent(queued)

@@ -224,7 +224,7 @@ class SharedChild:
                 pass  # it was closed first
             else:
                 if self._admission.admits_at_once and self._link.takes_one_at_once:
-                    # Admitted and queued for the child without a checkpoint: nothing there for
+                    # Admitted and written or queued for the child without a checkpoint: nothing for
                     # stopping the client to cancel, so no scope is entered (trio's costs a
                     # generator context manager). The request is valid (the exchange was made
                     # with it): ClientReader.forward's handling of bad input has nothing to do.

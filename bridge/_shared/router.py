@@ -113,6 +113,11 @@ class Router:
     def in_flight(self, client: ClientKey) -> int:
         return len(self._by_client.get(client, ()))
 
+    @property
+    def pending(self) -> int:
+        """Requests in flight at the child, of every client."""
+        return len(self._pending)
+
     def clients_in_flight(self) -> list[ClientKey]:
         """Clients with at least one request in flight, in attach order."""
         return [client for client, ids in self._by_client.items() if ids]
