@@ -11,6 +11,8 @@ Real children and real sockets; the steps are counted by a trio instrument.
 from __future__ import annotations
 
 import collections
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -32,6 +34,21 @@ class StepCounter(trio.abc.Instrument):
         self.steps[task.name.rsplit(".", 1)[-1]] += 1
 
 
+@contextlib.contextmanager
+def counting_steps() -> Iterator[collections.Counter[str]]:
+    """The task steps taken inside the block, by the name of the task's function."""
+    counter = StepCounter()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        yield counter.steps
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+
+
+def _shared_bridge(sock_dir):  # type: ignore[no-untyped-def]
+    return running_bridge(example_server(), [f"unix:{sock_dir}/s.sock"], child_mode="shared")
+
+
 async def _calls(client: LineClient, texts: list[str]) -> list[tuple[Any, str]]:
     """Each text echoed by one call at a time: ``(id, text)`` of each reply."""
     replies = []
@@ -46,54 +63,36 @@ async def test_a_lone_request_to_an_idle_shared_child_is_written_by_its_client_w
     sock_dir,
 ):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            example_server(), [f"unix:{sock_dir}/s.sock"], child_mode="shared"
-        ) as daemon:
+        async with _shared_bridge(sock_dir) as daemon:
             client = await LineClient.open(daemon.addresses[0])
             assert await _calls(client, ["warm"]) == [(0, "warm")]
-            counter = StepCounter()
-            trio.lowlevel.add_instrument(counter)
-            try:
-                texts = [f"call {number}" for number in range(CALLS)]
+            texts = [f"call {number}" for number in range(CALLS)]
+            with counting_steps() as steps:
                 assert await _calls(client, texts) == list(enumerate(texts))
-            finally:
-                trio.lowlevel.remove_instrument(counter)
-            assert counter.steps[WRITER] == 0, counter.steps
+            assert steps[WRITER] == 0, steps
 
 
 async def test_a_request_larger_than_a_pipe_takes_whole_reaches_the_shared_child_through_its_writer(
     sock_dir,
 ):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            example_server(), [f"unix:{sock_dir}/s.sock"], child_mode="shared"
-        ) as daemon:
+        async with _shared_bridge(sock_dir) as daemon:
             client = await LineClient.open(daemon.addresses[0])
-            counter = StepCounter()
-            trio.lowlevel.add_instrument(counter)
-            try:
-                texts = [f"{number}" * 100_000 for number in range(3)]  # over PIPE_BUF (4 KiB)
+            texts = [f"{number}" * 100_000 for number in range(3)]  # over PIPE_BUF (4 KiB)
+            with counting_steps() as steps:
                 assert await _calls(client, texts) == list(enumerate(texts))
-            finally:
-                trio.lowlevel.remove_instrument(counter)
-            assert counter.steps[WRITER] >= len(texts), counter.steps
+            assert steps[WRITER] >= len(texts), steps
 
 
 async def test_a_request_to_a_shared_child_busy_with_another_is_queued_for_its_writer(sock_dir):
     with trio.fail_after(TIMEOUT):
-        async with running_bridge(
-            example_server(), [f"unix:{sock_dir}/s.sock"], child_mode="shared"
-        ) as daemon:
+        async with _shared_bridge(sock_dir) as daemon:
             first, second = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
             params = {"name": "sleep", "arguments": {"seconds": 0.5}, "_meta": {"progressToken": "t"}}
             await first.send(request(1, "tools/call", params))
             assert (await first.receive())["method"] == "notifications/progress"  # the child has it
-            counter = StepCounter()
-            trio.lowlevel.add_instrument(counter)
-            try:
+            with counting_steps() as steps:
                 await second.send(call(1, "echo", text="behind"))
                 assert result_text(await second.receive()) == "behind"
-            finally:
-                trio.lowlevel.remove_instrument(counter)
             assert result_text(await first.receive()) == "slept"
-            assert counter.steps[WRITER] >= 1, counter.steps
+            assert steps[WRITER] >= 1, steps

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import select
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 
@@ -20,10 +22,16 @@ TIMEOUT = 10
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
 
 
-def _pipe() -> tuple[int, StreamChannel]:
+@asynccontextmanager
+async def _pipe() -> AsyncIterator[tuple[int, StreamChannel]]:
     """``(read_fd, channel)``: a channel writing to a fresh pipe (non-blocking, as trio makes it)."""
     read_fd, write_fd = os.pipe()
-    return read_fd, StreamChannel(trio.lowlevel.FdStream(write_fd))
+    channel = StreamChannel(trio.lowlevel.FdStream(write_fd))
+    try:
+        yield read_fd, channel
+    finally:
+        await channel.aclose()
+        os.close(read_fd)
 
 
 def _fill(channel: StreamChannel) -> int:
@@ -50,21 +58,16 @@ def _read_all(fd: int, size: int) -> bytes:
 
 async def test_a_batch_a_pipe_has_room_for_is_written_whole_at_once() -> None:
     with trio.fail_after(TIMEOUT):
-        read_fd, channel = _pipe()
-        try:
+        async with _pipe() as (read_fd, channel):
             data = channel.encode_batch([CALL, {**CALL, "id": 2}])
             assert channel.send_encoded_nowait(data)
             assert channel.bytes_sent == len(data)
             assert _read_all(read_fd, len(data)) == data
-        finally:
-            await channel.aclose()
-            os.close(read_fd)
 
 
 async def test_a_full_pipe_gets_none_of_a_batch_and_send_encoded_writes_it_whole_once_read() -> None:
     with trio.fail_after(TIMEOUT):
-        read_fd, channel = _pipe()
-        try:
+        async with _pipe() as (read_fd, channel):
             filled = _fill(channel)
             # At most a little room: a pipe takes a write this small whole or not at all.
             os.read(read_fd, 10)
@@ -78,23 +81,16 @@ async def test_a_full_pipe_gets_none_of_a_batch_and_send_encoded_writes_it_whole
                 received = await trio.to_thread.run_sync(_read_all, read_fd, filled - 10 + len(data))
             assert received == b"x" * (filled - 10) + data
             assert channel.bytes_sent == len(data)
-        finally:
-            await channel.aclose()
-            os.close(read_fd)
 
 
 async def test_a_batch_over_pipe_buf_is_not_written_without_waiting_even_to_an_empty_pipe() -> None:
     with trio.fail_after(TIMEOUT):
-        read_fd, channel = _pipe()
-        try:
+        async with _pipe() as (read_fd, channel):
             text = "y" * select.PIPE_BUF
             data = channel.encode_batch([{**CALL, "params": {"name": "echo", "arguments": {"text": text}}}])
             assert not channel.send_encoded_nowait(data)
             await channel.send_encoded(data)
             assert _read_all(read_fd, len(data)) == data  # nothing before it: the first try wrote none
-        finally:
-            await channel.aclose()
-            os.close(read_fd)
 
 
 async def test_a_socket_is_not_written_without_waiting_since_it_may_take_part_of_a_batch() -> None:
@@ -111,10 +107,7 @@ async def test_a_socket_is_not_written_without_waiting_since_it_may_take_part_of
 
 async def test_a_closed_channel_writes_nothing_without_waiting() -> None:
     with trio.fail_after(TIMEOUT):
-        read_fd, channel = _pipe()
-        data = channel.encode_batch([CALL])
-        await channel.aclose()
-        try:
+        async with _pipe() as (_, channel):
+            data = channel.encode_batch([CALL])
+            await channel.aclose()
             assert not channel.send_encoded_nowait(data)
-        finally:
-            os.close(read_fd)
