@@ -357,14 +357,14 @@ class ChildLink:
         if queued:
             self._room.set()
         try:
+            parts = [] if first is None else [first]  # queued[0], encoded by send_checked
             rest = queued if first is None else queued[1:]
             if messages:
                 rest = [*rest, *messages]
-            data = child.channel.encode_batch(rest) if rest else b""
-            if first is not None:
-                data = first + data if data else first
-            if data:
-                await child.channel.send_encoded(data)
+            if rest:
+                parts.append(child.channel.encode_batch(rest))
+            if parts:  # (one part alone is written as it is, not copied)
+                await child.channel.send_encoded(b"".join(parts))
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._answer_unsent(queued)

@@ -1,10 +1,11 @@
 """How clients' messages reach a shared child: by its writer task, or at once by the sender.
 
 The child's writer task (``ChildLink._write_queued``) writes what clients queued, so that the
-requests of a scheduler pass reach the child in one write. A request to an idle child (no other
-request in flight, nothing queued), small enough for the child's pipe to take whole
-(``PIPE_BUF``), is written by its sender's task instead, sparing the writer's trip through the scheduler: one task step and one pass of the event
-loop per call, a quarter of what a call to a shared child costs (``bench/passes.py bridge-shared``).
+requests of a scheduler pass reach the child in one write. A request that comes alone to an idle
+child (no other request in flight, nothing queued), small enough for the child's pipe to take whole
+(``PIPE_BUF``), is written by its sender's task instead, sparing the writer's trip through the
+scheduler: one task step and one pass of the event loop per call, a quarter of what a call to a
+shared child costs (``bench/passes.py bridge-shared``).
 Real children and real sockets; the steps are counted by a trio instrument.
 """
 
