@@ -50,7 +50,7 @@ class SupervisorStatistics:
         state: where it is.
         restarts: restart attempts made since ``run`` began (a failed start counts).
         attempt: consecutive restarts since the last stable run.
-        child_pid: the pid of the child being served, or ``None`` between children.
+        child_pid: the pid of the child being served (or stopped), or ``None`` between children.
     """
 
     state: SupervisorState
@@ -84,6 +84,7 @@ class Supervisor:
     _tracker: RestartTracker = attrs.field(init=False)
     _child: ChildProcess | None = attrs.field(init=False, default=None)
     _stop_requested: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _hurried: bool = attrs.field(init=False, default=False)
 
     @_tracker.default
     def _make_tracker(self) -> RestartTracker:
@@ -120,6 +121,16 @@ class Supervisor:
         without waiting for ``serve``, cancel :meth:`run` instead.
         """
         self._stop_requested.set()
+
+    def hurry(self) -> None:
+        """The second-signal path: every child stopped from now on skips the MCP order's grace periods.
+
+        That includes the current one, whether it is still served or already being stopped
+        (:meth:`ChildProcess.hurry`). Does not stop anything by itself; does not block.
+        """
+        self._hurried = True
+        if self._child is not None:
+            self._child.hurry()
 
     async def run(
         self,
@@ -167,17 +178,16 @@ class Supervisor:
             try:
                 async with open_child(self.spec, self.limits) as child:
                     self._tracker.started(trio.current_time())
-                    self._child = child
+                    self._child = child  # until open_child's exit has stopped it (hurry reaches it)
+                    if self._hurried:
+                        child.hurry()
                     self._set_state(SupervisorState.READY)
                     if first:
                         first = False
                         task_status.started()
                     else:
                         logger.info("[%s pid %d] restarted (restart %d)", name, child.pid, self._restarts)
-                    try:
-                        await serve(child)
-                    finally:
-                        self._child = None
+                    await serve(child)
             except ChildStartError as exc:
                 if first or child is not None:  # unrecoverable, or raised by serve itself
                     raise
@@ -190,6 +200,8 @@ class Supervisor:
                     )
                     return
                 ended = f"pid {child.pid} {describe_exit(child.returncode)}"
+            finally:
+                self._child = None
             delay = self._tracker.exited(trio.current_time())
             if delay is None:
                 message = (

@@ -179,12 +179,7 @@ class Daemon:
         self._stop_now.set()
         for child in self._counters.children:
             child.hurry()
-        if self._pool is not None:
-            self._pool.hurry()
-        if self._shared is not None:
-            self._shared.fail_everyone("shutting-down")
-            if self._shared.child is not None:
-                self._shared.child.hurry()
+        self._children.hurry()
         if self._connections_scope is not None:
             self._connections_scope.deadline = min(
                 self._connections_scope.deadline, trio.current_time() + STOP_NOW_GRACE
@@ -194,10 +189,11 @@ class Daemon:
         """Serve until :meth:`stop` has been called and every connection has ended.
 
         Reports the bound addresses through ``task_status`` once every listener is open (the
-        readiness point: ``await nursery.start(daemon.run)``). Call it once. Before it returns,
-        the listeners are closed and every child is stopped and reaped. If it is cancelled, the
-        graceful drain is skipped (requests in flight go unanswered), but every child is still
-        stopped in MCP order and reaped, since that step is shielded.
+        readiness point: ``await nursery.start(daemon.run)``); a stop before that (during the era
+        probe, say) cuts the start short, and it reports and returns without serving. Call it
+        once. Before it returns, the listeners are closed and every child is stopped and reaped.
+        If it is cancelled, the graceful drain is skipped (requests in flight go unanswered), but
+        every child is still stopped in MCP order and reaped, since that step is shielded.
 
         Raises:
             channels.ListenError: a listener could not be opened (nothing is left open).
@@ -231,16 +227,35 @@ class Daemon:
                 # ChildServices (the visible causality break trio's design asks such code to mark).
                 self._children.nursery = services
                 if self.config.start == "eager":
-                    await self._children.ensure_started()
+                    await self._start_eagerly()
                 elif self.config.start == "on-demand":
                     services.start_soon(self._children.stop_when_idle)
-                await self._serve(listeners, task_status)
+                if self._stopping.is_set() and not self._children.started:
+                    task_status.started(self.addresses)  # stopped while starting: serve nobody
+                else:
+                    await self._serve(listeners, task_status)
                 self._children.close()
         finally:
             self._listeners = []
             for listener in listeners:
                 await trio.aclose_forcefully(listener)
         logger.info("stopped")
+
+    async def _start_eagerly(self) -> None:
+        """Probe the server and start the shared child before accepting; a stop cuts this short.
+
+        The era probe waits up to ``probe_timeout`` (raised to a minute for a server that starts
+        slowly), so a stop meanwhile cancels it: whatever was started is stopped in MCP order.
+        """
+        async with trio.open_nursery() as starting:
+
+            async def cancel_on_stop() -> None:
+                await self._stopping.wait()
+                starting.cancel_scope.cancel()
+
+            starting.start_soon(cancel_on_stop)
+            await self._children.ensure_started()
+            starting.cancel_scope.cancel()
 
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
         # One task reads the stderr of every connection's own child while they are served. Its

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._child.process import open_child
+from .._child.process import ChildProcess, open_child
 from .._child.restarts import CrashLoop, SupervisorState
 from .config import ServeConfig
 from .statistics import Counters
@@ -66,6 +66,7 @@ class ChildServices:
     usage: Usage = attrs.field(factory=Usage)
     _lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _mode_chosen: bool = attrs.field(init=False, default=False)
+    _probed: ChildProcess | None = attrs.field(init=False, default=None)  # during the era probe
     _ended: list[trio.Event] = attrs.field(init=False, factory=list)  # set as started services end
     _idle_watch: trio.CancelScope = attrs.field(init=False, factory=trio.CancelScope)
 
@@ -73,6 +74,15 @@ class ChildServices:
     def idle(self) -> bool:
         """Whether the child is idle on demand: not started yet, or stopped after ``idle_stop``."""
         return self.config.start == "on-demand" and not self.started
+
+    def hurry(self) -> None:
+        """The immediate stop: the shared child, the pool's and the probe's skip their grace periods."""
+        if self._probed is not None:
+            self._probed.hurry()
+        if self.pool is not None:
+            self.pool.hurry()
+        if self.shared is not None:
+            self.shared.hurry()
 
     def close(self) -> None:
         """The daemon is stopping: no more idle stops; stop the shared child, close the pool."""
@@ -218,8 +228,12 @@ class ChildServices:
             return self.config.child_mode
         from .._shared.eras import MODERN_VERSION, Era, probe_era
 
-        async with open_child(self.config.child, self.config.limits) as child:
-            probe = await probe_era(child, timeout=self.config.probe_timeout)
+        try:
+            async with open_child(self.config.child, self.config.limits) as child:
+                self._probed = child
+                probe = await probe_era(child, timeout=self.config.probe_timeout)
+        finally:
+            self._probed = None
         mode = "shared" if probe.era is Era.MODERN else "per-connection"
         if probe.timed_out:
             # Not evidence of a legacy server, only of a slow one; yet the mode holds for the life

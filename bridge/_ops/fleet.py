@@ -190,12 +190,12 @@ class Fleet:
     def stop(self) -> None:
         """Begin a graceful stop of every daemon."""
         self.stopping = True
-        for daemon in self._everyone:
+        for daemon in self._everyone + self._starting:
             daemon.stop()
 
     def stop_now(self) -> None:
         """Stop every daemon at once."""
-        for daemon in self._everyone:
+        for daemon in self._everyone + self._starting:
             daemon.stop_now()
 
     async def wait_stopped(self) -> None:

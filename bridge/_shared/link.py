@@ -132,8 +132,9 @@ class ChildLink:
             self._queued.clear()
             self._first_encoded = None
             self._room.set()
-            with trio.move_on_after(self.limits.exit_drain_timeout):
-                await child.wait()
+            if not self._done.is_set():  # it ended by itself (stopped on request, it has not yet)
+                with trio.move_on_after(self.limits.exit_drain_timeout):
+                    await child.wait()
             what = describe_exit(child.returncode) if child.returncode is not None else "closed its stdout"
             for client_key, request_id in self._router.fail_all():
                 self._deliver(

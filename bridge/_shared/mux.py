@@ -310,10 +310,15 @@ class SharedChild:
         """
         self._clients.fail(client_key, reason, code)
 
-    def fail_everyone(self, reason: str) -> None:
-        """The immediate stop: every request in flight is answered now."""
+    def hurry(self) -> None:
+        """The immediate stop: every request in flight is answered now, the child killed at once.
+
+        The child, whether still served or already being stopped, skips the MCP order's grace
+        periods (:meth:`Supervisor.hurry`).
+        """
         for client_key in list(self._clients.by_key):
-            self.fail_client(client_key, reason)
+            self.fail_client(client_key, "shutting-down")
+        self.supervisor.hurry()
 
     async def end_everyone(self, reason: str, detail: str) -> None:
         """Disconnect every client: the child was given up.
