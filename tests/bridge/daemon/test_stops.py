@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
-from bridge import ChildSpec, Daemon, Limits, ServeConfig
+from bridge import ChildSpec, ChildStartError, Daemon, Limits, ServeConfig
 
 from conftest import deaf_child_pid, example_server, process_exists, running_bridge, wait_until_gone
 
@@ -109,3 +110,13 @@ async def test_a_graceful_stop_of_a_shared_child_does_not_wait_for_output_after_
             assert daemon._shared is not None and daemon._shared.child is not None
             pid = daemon._shared.child.pid
         assert not process_exists(pid)
+
+
+async def test_an_eager_start_that_fails_raises_the_child_start_error_in_the_daemons_own_group_alone(
+    sock_dir: Path,
+) -> None:
+    # Watching for a stop during the start adds a nursery; its wrapping is taken off again, so
+    # callers see what they saw before: the services nursery's group around the error.
+    daemon = auto_daemon(sock_dir, ("/nonexistent/mcp-server",))
+    with trio.fail_after(TIMEOUT), pytest.RaisesGroup(ChildStartError):
+        await daemon.run()
