@@ -132,7 +132,9 @@ class ChildLink:
             self._queued.clear()
             self._first_encoded = None
             self._room.set()
-            if not self._done.is_set():  # it ended by itself (stopped on request, it has not yet)
+            # Its last output is awaited only if it ended by itself: one stopped on request
+            # (``done``) has no client left to read it, and is told to stop only after this.
+            if not self._done.is_set():
                 with trio.move_on_after(self.limits.exit_drain_timeout):
                     await child.wait()
             what = describe_exit(child.returncode) if child.returncode is not None else "closed its stdout"
