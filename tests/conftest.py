@@ -141,6 +141,13 @@ def deaf_child(pid_file: Path) -> tuple[str, ...]:
     return (sys.executable, "-c", _DEAF_CHILD, str(pid_file))
 
 
+def shell_child(pid_file: Path, after: str, *, before: str = "true") -> tuple[str, ...]:
+    """argv of a shell child that runs ``before``, writes its pid (whole, as :func:`deaf_child`
+    does) and then execs ``after``, keeping that pid; :func:`deaf_child_pid` tells it."""
+    script = f'{before}; echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec {after}'
+    return ("sh", "-c", script, "sh", str(pid_file))
+
+
 async def deaf_child_pid(pid_file: Path) -> int:
     """The pid of :func:`deaf_child`'s child, once it has written it (callers bound it with fail_after)."""
     await poll(pid_file.exists)

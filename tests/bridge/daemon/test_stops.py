@@ -15,7 +15,14 @@ import trio
 
 from bridge import ChildSpec, ChildStartError, Daemon, Limits, ServeConfig
 
-from conftest import deaf_child_pid, example_server, process_exists, running_bridge, wait_until_gone
+from conftest import (
+    deaf_child_pid,
+    example_server,
+    process_exists,
+    running_bridge,
+    shell_child,
+    wait_until_gone,
+)
 
 TIMEOUT = 20
 NEVER = 600.0  # seconds: a probe timeout no passing test may wait for
@@ -23,12 +30,6 @@ NEVER = 600.0  # seconds: a probe timeout no passing test may wait for
 # for them would fail the test only when it ends (about a minute), not in ten.
 PAST_DEADLINE = TIMEOUT + 10.0
 STOP_TIMEOUTS_PAST_DEADLINE = Limits(stop_stdin_timeout=PAST_DEADLINE, stop_term_timeout=PAST_DEADLINE)
-
-
-def child(pid_file: Path, before: str, after: str) -> tuple[str, ...]:
-    """A shell child that runs ``before``, writes its pid to ``pid_file``, then execs ``after``."""
-    script = f'{before}; echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec {after}'
-    return ("sh", "-c", script, "sh", str(pid_file))
 
 
 def auto_daemon(sock_dir: Path, argv: tuple[str, ...], limits: Limits | None = None) -> Daemon:
@@ -49,7 +50,7 @@ async def test_a_stop_during_the_era_probe_ends_the_daemon_without_waiting_for_t
 ) -> None:
     # The child never answers server/discover, and exits at its stdin's EOF (the MCP stop's step 1);
     # its stdout stays open until then (held by the inner shell, not given to cat).
-    daemon = auto_daemon(sock_dir, child(sock_dir / "pid", "true", "sh -c 'cat > /dev/null'"))
+    daemon = auto_daemon(sock_dir, shell_child(sock_dir / "pid", "sh -c 'cat > /dev/null'"))
     reported: list[list[str]] = []
 
     async def start() -> None:
@@ -69,7 +70,7 @@ async def test_a_stop_during_the_era_probe_ends_the_daemon_without_waiting_for_t
 async def test_a_second_stop_during_the_era_probe_kills_a_child_that_ignores_stdin_eof_at_once(
     sock_dir: Path,
 ) -> None:
-    daemon = auto_daemon(sock_dir, child(sock_dir / "pid", "true", "sleep 600"), STOP_TIMEOUTS_PAST_DEADLINE)
+    daemon = auto_daemon(sock_dir, shell_child(sock_dir / "pid", "sleep 600"), STOP_TIMEOUTS_PAST_DEADLINE)
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(daemon.run)
@@ -83,7 +84,7 @@ async def test_a_second_stop_during_the_era_probe_kills_a_child_that_ignores_std
 async def test_a_second_stop_reaches_a_shared_child_whose_stop_in_mcp_order_has_begun(sock_dir: Path) -> None:
     # The pid file appears once the child has read its stdin's EOF: its stop has begun, and it then
     # ignores the end of its input.
-    argv = child(sock_dir / "pid", "cat > /dev/null", "sleep 600")
+    argv = shell_child(sock_dir / "pid", "sleep 600", before="cat > /dev/null")
     with trio.fail_after(TIMEOUT):
         async with running_bridge(
             argv, [f"unix:{sock_dir}/s.sock"], child_mode="shared", limits=STOP_TIMEOUTS_PAST_DEADLINE

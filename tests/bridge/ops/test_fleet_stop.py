@@ -16,7 +16,7 @@ import trio
 
 from bridge._cli.exits import EXIT_OK
 
-from conftest import REPO, bridge_argv, deaf_child_pid, reap, wait_until_gone
+from conftest import REPO, bridge_argv, deaf_child_pid, reap, shell_child, wait_until_gone
 
 TIMEOUT = 20
 
@@ -26,11 +26,10 @@ async def test_a_stop_signal_during_a_servers_era_probe_stops_the_bridge_without
 ) -> None:
     pid_file = sock_dir / "pid"
     # Never answers the probe; exits at its stdin's EOF; its stdout stays open until then.
-    silent = 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec sh -c "cat > /dev/null"'
+    silent = shell_child(pid_file, "sh -c 'cat > /dev/null'")
     argv = bridge_argv(
-        "--listen", f"unix:{sock_dir}/s.sock", "--child", "auto", "--probe-timeout", "10m",
-        "--", "sh", "-c", silent, "sh", str(pid_file),
-    )  # fmt: skip
+        "--listen", f"unix:{sock_dir}/s.sock", "--child", "auto", "--probe-timeout", "10m", "--", *silent
+    )
     log = sock_dir / "log"
     with log.open("wb") as stderr:
         process = await trio.lowlevel.open_process(
