@@ -19,6 +19,8 @@ import logging
 import attrs
 import trio
 
+from channels import cancelled_when
+
 from .._errors import ChildStartError
 from .._limits import Limits
 from .process import ChildProcess, ChildSpec, describe_exit, open_child
@@ -137,16 +139,9 @@ class ChildPool:
             self._waiting.add(child)
             taken = False
             try:
-                async with trio.open_nursery() as offer:
-
-                    async def exited_unused() -> None:
-                        await child.wait()
-                        offer.cancel_scope.cancel()
-
-                    offer.start_soon(exited_unused)
+                async with cancelled_when(child.wait):  # it exited unused
                     await self._offers.send(lease)
                     taken = True
-                    offer.cancel_scope.cancel()
             finally:
                 self._waiting.discard(child)
             if not taken:  # it exited (a cancelled offer raises instead)

@@ -35,7 +35,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from channels import PeerInfo, ProtocolError, StreamChannel
+from channels import PeerInfo, ProtocolError, StreamChannel, cancelled_when
 
 from .._errors import ChildStartError, ConfigError
 from .._limits import Limits
@@ -219,15 +219,8 @@ class ChildProcess:
     async def _wait_exit(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the process to exit, or until :meth:`hurry` is called."""
         with trio.move_on_after(timeout):
-            async with trio.open_nursery() as nursery:
-
-                async def hurried() -> None:
-                    await self._hurry.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(hurried)
+            async with cancelled_when(self._hurry.wait):
                 await self.process.wait()
-                nursery.cancel_scope.cancel()
 
     def _signal_group(self, signum: signal.Signals) -> None:
         try:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from channels import ListenError, MessageListener, serve_listeners, single_exception
+from channels import ListenError, MessageListener, cancelled_when, serve_listeners
 
 from .._child.restarts import SupervisorState
 from .._child.stderr import StderrReader
@@ -248,16 +248,8 @@ class Daemon:
         slowly), so a stop meanwhile cancels it: whatever was started is stopped in MCP order. A
         failure to start is raised as it was, not in one more group.
         """
-        with single_exception():
-            async with trio.open_nursery() as starting:
-
-                async def cancel_on_stop() -> None:
-                    await self._stopping.wait()
-                    starting.cancel_scope.cancel()
-
-                starting.start_soon(cancel_on_stop)
-                await self._children.ensure_started()
-                starting.cancel_scope.cancel()
+        async with cancelled_when(self._stopping.wait):
+            await self._children.ensure_started()
 
     async def _serve(self, listeners: list[MessageListener], task_status: trio.TaskStatus[list[str]]) -> None:
         # One task reads the stderr of every connection's own child while they are served. Its

@@ -33,7 +33,7 @@ from __future__ import annotations
 import attrs
 import trio
 
-from channels import MessageChannel
+from channels import MessageChannel, cancelled_when
 
 from .._child.process import ChildProcess
 from .._limits import Limits
@@ -175,11 +175,9 @@ class Relay:
         assert ending is not None
         await self._answer_in_flight(ending)
         if ending.answers_unread:
-            async with trio.open_nursery() as closing:  # until done, or a stop at once
-                closing.start_soon(self._cancel_on_stop_now, closing.cancel_scope)
+            async with cancelled_when(self.stop_now.wait):  # until done, or a stop at once
                 await answer_unread(self.client, self._to_child.unread, ending, self._client_writer.send)
                 await linger(self.client)
-                closing.cancel_scope.cancel()
         return ending
 
     # -- ending --------------------------------------------------------------------------------
@@ -196,10 +194,8 @@ class Relay:
         Cut half-way, it would leave part of a line on the wire, after which nothing could be
         written: the requests in flight would go unanswered. A stop at once cuts it short.
         """
-        async with trio.open_nursery() as finishing:
-            finishing.start_soon(self._cancel_on_stop_now, finishing.cancel_scope)
+        async with cancelled_when(self.stop_now.wait):
             await self._client_writer.finish_write()
-            finishing.cancel_scope.cancel()
 
     async def _answer_in_flight(self, ending: Ending) -> None:
         replies = [ending_error(request_id, ending) for request_id in self._ledger.in_flight.take_all()]
@@ -223,7 +219,3 @@ class Relay:
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
         self._end(Ending("the bridge is stopping", "shutting-down"))
-
-    async def _cancel_on_stop_now(self, scope: trio.CancelScope) -> None:
-        await self.stop_now.wait()
-        scope.cancel()

@@ -6,9 +6,11 @@ descriptor directly (``fdio``), the hot-path lock (``lock``) and deadline ticker
 listener and address machinery (``listener``, ``virtual``, ``address``, ``options``, ``serve``),
 TLS contexts and the TLS socket stream (``tlscontext``, ``tlsstream``), bearer tokens (``auth``),
 OAuth settings and principals (``oauth``), the HTTP request guard (``guard``) and what hosts
-sharing one socket among several servers route by (``mounts``). Only the WebSocket and HTTP rooms
-mount servers: ``MountAddress`` is imported on first use (PEP 562), and with it ``mounts`` and
-``guard``, so that a process serving Unix sockets or TCP does not hold them; so are
+sharing one socket among several servers route by (``mounts``), and two small trio idioms:
+``unwrap`` (a nursery's group of one, unwrapped) and ``cancel`` (a block cancelled when something
+else happens first). Only the WebSocket and HTTP rooms mount servers: ``MountAddress`` is
+imported on first use (PEP 562), and with it ``mounts`` and ``guard``, so that a process serving
+Unix sockets or TCP does not hold them; so are
 ``OAuthSettings`` and ``Principal`` (``oauth``), which only WebSocket and HTTP listeners use, and
 bearer tokens (``auth``), which only listeners and clients given some use.
 
@@ -25,6 +27,10 @@ from .address import (
     address_schemes,
     parse_address,
     register_address_kind,
+)
+from .cancel import (
+    Cutoff,
+    cancelled_when,
 )
 from .channel import (
     CloseReason,
@@ -144,6 +150,7 @@ __all__ = [
     "ConnectOptions",
     "CredentialError",
     "CredentialsRefused",
+    "Cutoff",
     "ExchangeHandler",
     "HandoffLock",
     "HandshakeError",
@@ -175,6 +182,7 @@ __all__ = [
     "TokenSet",
     "address_schemes",
     "authenticate_message",
+    "cancelled_when",
     "client_token_from_env",
     "client_token_from_file",
     "connect",

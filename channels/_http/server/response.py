@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from ..._core.cancel import cancelled_when
 from ..._core.ticker import Ticker
 from ..sse import KEEPALIVE, encode_event
 from .conn import NOT_SENT, PART_SENT, SENT, HttpConnection
@@ -147,24 +148,15 @@ async def _write_watched(
     connection: HttpConnection, stream: ResponseStream, style: StreamStyle, first_events: Sequence[bytes]
 ) -> bool:
     """Write the event stream while watching the connection; False if the client left first."""
-    left = broken = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            nonlocal left
-            await connection.wait_disconnected()
-            left = True
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
+    broken = False
+    async with cancelled_when(connection.wait_disconnected) as left:
         try:
             await _write_events(connection, stream, style, first_events)
-        except trio.BrokenResourceError:  # caught here, not wrapped in the nursery's group
+        except trio.BrokenResourceError:
             broken = True
-        nursery.cancel_scope.cancel()
-    if left or broken:
+    if left.happened or broken:
         stream.abandon()
-    return not (left or broken)
+    return not (left.happened or broken)
 
 
 async def _answer_as_json(
@@ -283,21 +275,11 @@ async def _wait_watched(connection: HttpConnection, stream: ResponseStream, dead
 
     Returns True if the client left meanwhile.
     """
-    left = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            nonlocal left
-            await connection.wait_disconnected()
-            left = True
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
+    async with cancelled_when(connection.wait_disconnected) as left:
         with trio.move_on_at(deadline):
             while not stream.unwritten and not stream.ended:
                 await stream.wait()
-        nursery.cancel_scope.cancel()
-    return left
+    return left.happened
 
 
 async def _write_events(
