@@ -9,6 +9,7 @@ lone surrogates, NaN, huge integers, deep nesting.
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -213,6 +214,28 @@ def test_encode_always_gives_exactly_one_line(text: str) -> None:
     line = encode(message)
     assert line.endswith(b"\n") and line.count(b"\n") == 1 and b"\r" not in line
     assert decode(line[:-1]) == message
+
+
+# What a bytes object holds beyond its bytes (CPython's header, 33 bytes on 64-bit builds), and
+# room for the allocator's rounding: orjson's own output held 4 KiB at least and 8 to 13 times
+# a longer message's length.
+BYTES_OVERHEAD = 64
+
+
+@pytest.mark.parametrize("length", [10, 1_000, 100_000, 1_000_000])
+@pytest.mark.parametrize("char", ["x", "é"])
+def test_an_encoded_message_holds_no_more_memory_than_its_length(length: int, char: str) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": char * length}]}}
+    encode(message)  # a text not ASCII keeps its UTF-8 form once asked for it: the message's memory
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        line = encode(message)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(line) > length
+    assert held <= len(line) + BYTES_OVERHEAD
 
 
 def test_encode_is_compact_utf8() -> None:
