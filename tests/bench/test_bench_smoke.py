@@ -33,7 +33,9 @@ async def test_the_benchmark_runs_every_row_and_verifies_every_reply(tmp_path):
     assert result.returncode == 0, report
     document = json.loads(out.read_text())
     assert [row["name"] for row in document["rows"]] == ROWS.split(","), report
-    assert document["startup"]["version_ms"] > document["startup"]["python_ms"] > 0, document["startup"]
+    # Timed, both; which is the larger is a timing, which tests never judge (a loaded machine once
+    # took longer for `python -c pass` than for `mcp-bridge --version`).
+    assert document["startup"]["version_ms"] > 0 and document["startup"]["python_ms"] > 0, document["startup"]
     for row in document["rows"]:
         assert row["results"], row
         assert not any("error" in result for result in row["results"].values()), report
