@@ -37,7 +37,7 @@ from channels import MessageChannel, cancelled_when
 
 from .._child.process import ChildProcess
 from .._limits import Limits
-from .ending import STOPPED_AT_ONCE, Ending
+from .ending import STOPPED_AT_ONCE, Ending, FirstEnding
 from .idle import IdleWatch
 from .ledger import Ledger
 from .scopes import ToolScopes
@@ -78,10 +78,8 @@ class Relay:
     stop_now: trio.Event = attrs.field(factory=trio.Event)
     tool_scopes: ToolScopes = attrs.field(factory=ToolScopes)
 
-    ending: Ending | None = attrs.field(init=False, default=None)
-    _ended: trio.Event = attrs.field(init=False, factory=trio.Event)
-    # run's wait for stop_now, cut short by the ending: a task less for every connection
-    _until_ended: trio.CancelScope = attrs.field(init=False, factory=trio.CancelScope)
+    # run's wait for stop_now is cut short by the ending: a task less for every connection
+    _first: FirstEnding = attrs.field(init=False, factory=FirstEnding)
     _ledger: Ledger = attrs.field(init=False)
     _client_writer: ClientWriter = attrs.field(init=False)
     _child_writer: ChildWriter = attrs.field(init=False)
@@ -96,9 +94,8 @@ class Relay:
         idle_timeout = self.client.idle_timeout
         idle = self._idle = IdleWatch(idle_timeout) if idle_timeout else None
         touch = idle.touch if idle is not None else _no_traffic_watch
-        client_writer = self._client_writer = ClientWriter(
-            self.client, limits.send_timeout, self._end, touch=touch
-        )
+        end = self._first.end  # the parts hold it, never the relay (no reference cycle)
+        client_writer = self._client_writer = ClientWriter(self.client, limits.send_timeout, end, touch=touch)
         child_writer = self._child_writer = ChildWriter(self.child.channel)
         self._to_child = ToChild(
             self.client,
@@ -110,8 +107,8 @@ class Relay:
             opened_all=ledger.opened_all,
             check_idle=ledger.check_idle,
             wait_idle=ledger.wait_idle,
-            ended=self._ended,
-            end=self._end,
+            ended=self._first.ended,
+            end=end,
             reply=client_writer.reply,
             send_to_child=child_writer.send,
             touch=touch,
@@ -124,11 +121,16 @@ class Relay:
             in_flight=ledger.in_flight,
             remember_child_request=ledger.remember_child_request,
             check_idle=ledger.check_idle,
-            end=self._end,
+            end=end,
             send_to_client=client_writer.send,
             tool_scopes=self.tool_scopes,
             lists_tools=ledger.lists_tools,
         )
+
+    @property
+    def ending(self) -> Ending | None:
+        """Why the connection ended, once it has (``None`` before)."""
+        return self._first.ending
 
     @property
     def in_flight(self) -> int:
@@ -165,9 +167,9 @@ class Relay:
                     self._client_writer.reply,
                     self.client,
                 )
-            with self._until_ended:  # cancelled by _end
+            with self._first.cut_short:  # cancelled by the first ending
                 await self.stop_now.wait()
-                self._end(STOPPED_AT_ONCE)
+                self._first.end(STOPPED_AT_ONCE)
             await self._finish_write()
             tasks.cancel_scope.cancel()
         self._client_writer.resume()
@@ -181,12 +183,6 @@ class Relay:
         return ending
 
     # -- ending --------------------------------------------------------------------------------
-
-    def _end(self, ending: Ending) -> None:
-        if self.ending is None:
-            self.ending = ending
-            self._ended.set()
-            self._until_ended.cancel()
 
     async def _finish_write(self) -> None:
         """Let a write to the client in progress end (bounded) before the tasks are cancelled.
@@ -212,10 +208,10 @@ class Relay:
         A stop at once is :meth:`run`'s own task's to watch, from the start: a program embedding
         the relay may set ``stop_now`` alone.
         """
-        idle = self._idle
-        if idle is not None and await idle.watch(self.stopping, self._ledger.in_flight.__len__, self._end):
+        idle, end = self._idle, self._first.end
+        if idle is not None and await idle.watch(self.stopping, self._ledger.in_flight.__len__, end):
             return
         await self.stopping.wait()
         with trio.move_on_after(self.limits.drain_timeout):
             await self._ledger.wait_idle()
-        self._end(Ending("the bridge is stopping", "shutting-down"))
+        end(Ending("the bridge is stopping", "shutting-down"))
