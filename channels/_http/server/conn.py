@@ -393,6 +393,7 @@ class HttpConnection:
                 return
 
     async def aclose(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); its parser is released (:meth:`.Parsing.release`)."""
         self._broken = True
+        self.parsing.release()
         await trio.aclose_forcefully(self.stream)

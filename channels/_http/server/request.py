@@ -197,6 +197,10 @@ is in, before its body is read or ``100 Continue`` is sent: returns a :class:`Ba
 refuse it (Host, Origin, token), or its :data:`Credential`."""
 
 
+# What a released Parsing's parser calls back: nothing (httptools looks up each callback by name).
+_NO_CALLBACKS = object()
+
+
 class Parsing:
     """httptools' callbacks: they assemble requests, which the connection hands out.
 
@@ -230,6 +234,18 @@ class Parsing:
         self._body = bytearray()
         self._size = 0
         self.discarding = False  # the body being read is over the limit: read on, keep nothing
+
+    def release(self) -> None:
+        """Parse nothing more, and let go of the parser and the head check (idempotent).
+
+        The parser holds this object's methods (its callbacks), and the head check may hold this
+        object: two reference cycles, which would keep the connection's requests' objects until
+        the next full collection. Once released, reference counts free them when the connection
+        goes.
+        """
+        self.upgraded = True  # feed() parses nothing more
+        self.parser = httptools.HttpRequestParser(_NO_CALLBACKS)  # refers to nothing of this one
+        self.check_head = None
 
     def feed(self, data: bytes) -> None:
         """Parse ``data``; complete requests go to :attr:`done` with whether to keep alive.

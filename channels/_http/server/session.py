@@ -365,10 +365,9 @@ class SessionChannel(MessageChannel):
             # Every request gets a reply (docs/design.md §5.1): the bridge answers what is in flight
             # before it closes, so this only catches what it could not.
             stream.put(encode(session_ended(key[1]), newline=False), final=True)
-        self.requests.clear()
-        self.by_progress.clear()
-        self._order.clear()
-        self._resumable.clear()
+        for held in (self.requests, self.by_progress, self._order, self._resumable):
+            held.clear()
+        self.budget.clear()  # and the budget's call back: no cycle keeps the streams once released
         for stream in self.streams.values():
             stream.end()
             if not stream.attached:

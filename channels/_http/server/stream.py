@@ -60,6 +60,11 @@ class EventBudget:
             if self.on_empty is not None and oldest.ended and not oldest.kept and not oldest.unwritten:
                 self.on_empty(oldest)
 
+    def clear(self) -> None:
+        """Name no stream and call nobody any more: the session is over, its streams released."""
+        self._order.clear()
+        self.on_empty = None
+
     def _compact(self) -> None:
         """Drop the entries resumptions left behind.
 

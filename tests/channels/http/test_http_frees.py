@@ -1,0 +1,72 @@
+"""What an HTTP connection or a legacy session let go of when they end, freed by reference counts.
+
+A closed connection's parser and head check, and a closed session's ended streams with their kept
+events, are in no reference cycle (channels/_http/server/request.py, session.py): otherwise they
+would wait for the next full collection, tens of megabytes under a legacy HTTP soak
+(bridge/_ops/memory.py). The cycle collector is off while each test runs, so only reference counts
+can free them.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from functools import partial
+
+import pytest
+import trio
+
+from channels import PeerInfo
+from channels._http.server.request import Parsing
+from channels._http.server.session import SessionChannel
+
+from socketpairs import connection_pair
+
+TIMEOUT = 10
+
+
+@pytest.fixture
+def no_cycle_collector() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def passes(parsing: Parsing, *head: object) -> None:
+    """A head check that refers to its connection's parsing, as the listener's does (a cycle)."""
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
+async def test_a_closed_connections_parser_and_head_check_are_freed_by_reference_counts() -> None:
+    with trio.fail_after(TIMEOUT):
+        connection, client = connection_pair()
+        with client:
+            connection.parsing.check_head = partial(passes, connection.parsing)
+            connection.parsing.feed(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert len(connection.parsing.done) == 1
+            await connection.aclose()
+            freed = weakref.ref(connection.parsing)
+            del connection
+            assert freed() is None
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
+async def test_a_closed_session_lets_go_of_its_ended_streams_and_their_kept_events_at_once() -> None:
+    with trio.fail_after(TIMEOUT):
+        session = SessionChannel("0" * 32, PeerInfo("memory"), event_budget=1 << 20)
+        stream = session.open_request_stream([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+        await session.send({"jsonrpc": "2.0", "id": 1, "result": {}})
+        stream.attach()
+        stream.written(stream.pending()[-1][0])  # written as an event: kept for Last-Event-ID
+        stream.detach()
+        session.response_done(stream)
+        assert stream.kept == 1 and session.budget.used > 0
+        await session.aclose()
+        freed = weakref.ref(stream)
+        del stream
+        assert freed() is None  # while the session itself is still held
+        assert session.closed
