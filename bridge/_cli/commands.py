@@ -20,7 +20,12 @@ from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
 from .._ops.heap import Heap, give_back_freed_memory
 from .._ops.logs import configure_logging
-from .._ops.memory import collect_garbage_less_often, collect_start_up_garbage, forget_generated_sources
+from .._ops.memory import (
+    collect_garbage_less_often,
+    collect_old_garbage,
+    collect_start_up_garbage,
+    forget_generated_sources,
+)
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
 from .serve import check_config, serve, servers_to_run
 from .serve_parser import serve_parser
@@ -79,16 +84,18 @@ def _serve(args: list[str]) -> int:
             admin = admin_address(options.admin)
         forget_generated_sources()  # the command line's modules are imported (rooms loaded later keep theirs)
         collect_start_up_garbage()
-        return trio.run(_serve_trimming, heap, functools.partial(serve, configs, options.tap, admin, reread))
+        return trio.run(_serve_tended, heap, functools.partial(serve, configs, options.tap, admin, reread))
     except Exception as exc:
         return _report(exc)
 
 
-async def _serve_trimming(heap: Heap | None, serving: Callable[[], Awaitable[int]]) -> int:
-    """``serving()`` (the daemon), with ``heap``'s freed memory given back by a task beside it.
+async def _serve_tended(heap: Heap | None, serving: Callable[[], Awaitable[int]]) -> int:
+    """``serving()`` (the daemon), with tasks beside it that free old cycles and give memory back.
 
-    A system task: trio cancels it once ``serving`` returns or raises, whatever that was.
+    Its old cyclic garbage is collected once a period, and ``heap``'s freed memory given back.
+    System tasks: trio cancels them once ``serving`` returns or raises, whatever that was.
     """
+    trio.lowlevel.spawn_system_task(collect_old_garbage, name="collect-old-garbage")
     if heap is not None:
         trio.lowlevel.spawn_system_task(give_back_freed_memory, heap.free_bytes, heap.trim, name="heap-trim")
     return await serving()

@@ -1,5 +1,6 @@
 """The daemon keeps no source text of attrs-generated methods, frees start-up's cycles before
-serving, and collects garbage less often (large freed buffers: test_heap.py)."""
+serving and freezes what is left, collects young garbage less often and old cyclic garbage once a
+period (large freed buffers: test_heap.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import weakref
 
 import attrs
 import pytest
+import trio
+import trio.testing
 
 from bridge._ops.memory import (
+    FULL_COLLECTION_PERIOD_S,
     GC_YOUNG_THRESHOLD,
     collect_garbage_less_often,
+    collect_old_garbage,
     collect_start_up_garbage,
     forget_generated_sources,
 )
@@ -69,5 +74,41 @@ def test_the_cycles_start_up_left_are_freed_before_serving_whatever_the_threshol
         assert alive() is None
         assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, before[1], before[2])
     finally:
+        gc.unfreeze()
         gc.set_threshold(*before)
+        gc.enable()
+
+
+def test_what_start_up_leaves_is_frozen_so_that_no_later_collection_looks_at_it_again() -> None:
+    survivor = Node()
+    try:
+        collect_start_up_garbage()
+        assert gc.get_freeze_count() > 0
+        assert not any(thing is survivor for thing in gc.get_objects())  # in no generation now
+    finally:
+        gc.unfreeze()
+
+
+def cyclic_garbage() -> weakref.ref[Node]:
+    """A reference cycle nothing else refers to, weakly referred to."""
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    return weakref.ref(first)
+
+
+async def test_old_cyclic_garbage_is_collected_within_a_period_though_nothing_new_is_made(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gc.disable()  # only the task may collect
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(collect_old_garbage)
+            await trio.sleep(FULL_COLLECTION_PERIOD_S / 2)
+            alive = cyclic_garbage()
+            await trio.sleep(FULL_COLLECTION_PERIOD_S / 4)
+            assert alive() is not None  # no look before the period
+            await trio.sleep(FULL_COLLECTION_PERIOD_S / 2)
+            assert alive() is None
+            nursery.cancel_scope.cancel()
+    finally:
         gc.enable()
