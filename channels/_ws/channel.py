@@ -168,7 +168,7 @@ class WebSocketChannel(FrameReceiver):
                 if self._messages:
                     return
                 if self._end is not None:
-                    raise self._end
+                    raise self._ended()
                 await self._read()
         finally:
             self._receiving = False
@@ -191,7 +191,7 @@ class WebSocketChannel(FrameReceiver):
         if self._messages:
             return decode(self._messages.popleft())
         if self._end is not None:
-            raise self._end
+            raise self._ended()
         raise trio.WouldBlock
 
     # -- sending ----------------------------------------------------------------------------------

@@ -101,7 +101,9 @@ class FrameReceiver(FrameSender):
         # when they are too long for decode_line's canonical check and already had to be decoded.
         self._messages: deque[bytes | str] = deque()
         self._fragments: list[bytes] | None = None
-        self._end: Exception | None = None  # what receive raises once the messages run out
+        # Why the connection ended: receive raises a copy of it once the messages run out (see
+        # _ended), never it, whose traceback would hold the frames of the channel's readers.
+        self._end: Exception | None = None
         self._receiving = False
         # For keepalive: reads started so far, and the number of the one waiting for bytes (0 when
         # none is): a counter, not a clock, so that a read costs no call to trio.current_time().
@@ -335,6 +337,15 @@ class FrameReceiver(FrameSender):
             self._end = trio.BrokenResourceError("peer sent invalid UTF-8 (closed with 1007)")
             return
         self._messages.append(text if kept is None else kept)
+
+    def _ended(self) -> Exception:
+        """A new exception like :attr:`_end`, for ``receive`` to raise (once the messages ran out).
+
+        Raised itself, the kept one would keep the traceback of each raise, whose frames hold the
+        channel's readers and the channel: a reference cycle, freed only by a full collection.
+        """
+        assert self._end is not None
+        return type(self._end)(*self._end.args)
 
     def _ending(self) -> Exception:
         """What ``receive`` raises once the protocol has left the OPEN state."""
