@@ -246,6 +246,7 @@ class Parsing:
         self.upgraded = True  # feed() parses nothing more
         self.parser = httptools.HttpRequestParser(_NO_CALLBACKS)  # refers to nothing of this one
         self.check_head = None
+        self.error = self.deferred = None  # raised, their tracebacks hold the connection's frames
 
     def feed(self, data: bytes) -> None:
         """Parse ``data``; complete requests go to :attr:`done` with whether to keep alive.

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from channels import PeerInfo
-from channels._http.server.request import Parsing
+from channels._http.server.request import BadRequest, Parsing
 from channels._http.server.session import SessionChannel
 
 from socketpairs import connection_pair
@@ -50,6 +50,21 @@ async def test_a_closed_connections_parser_and_head_check_are_freed_by_reference
             assert len(connection.parsing.done) == 1
             await connection.aclose()
             freed = weakref.ref(connection.parsing)
+            del connection
+            assert freed() is None
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
+async def test_a_closed_connection_that_refused_a_malformed_request_is_freed_by_reference_counts() -> None:
+    with trio.fail_after(TIMEOUT):
+        connection, client = connection_pair()
+        with client:
+            client.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nNOT HTTP\r\n\r\n")
+            assert await connection.next_request(first=True) is not None
+            with pytest.raises(BadRequest):  # kept by the parsing while the request before was served
+                await connection.next_request(first=False)
+            await connection.aclose()
+            freed = weakref.ref(connection)
             del connection
             assert freed() is None
 
