@@ -201,7 +201,7 @@ class MessageChannel(trio.abc.Channel[JSONObject]):
             try:
                 items.append(self.receive_nowait())
             except ProtocolError as exc:
-                items.append(exc)
+                items.append(exc.detached())
             except (trio.WouldBlock, trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 return  # what was taken is delivered; the next receive raises the end or the error
 
@@ -282,7 +282,7 @@ async def receive_batch(channel: MessageChannel, max_count: int) -> list[JSONObj
     try:
         items.append(await channel.receive())
     except ProtocolError as exc:
-        items.append(exc)
+        items.append(exc.detached())
     channel.take_buffered(items, max_count)
     return items
 
@@ -304,7 +304,7 @@ def take_decoded(
         try:
             message, line = decode_one(pending.popleft())
         except ProtocolError as exc:
-            items.append(exc)
+            items.append(exc.detached())
             lines.append(None)
             continue
         items.append(message)

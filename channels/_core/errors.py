@@ -49,6 +49,16 @@ class ProtocolError(Exception):
         self.excerpt = b""
         """The first bytes of the offending line, for logs (set by the channel)."""
 
+    def detached(self) -> ProtocolError:
+        """This error without its traceback, cause or context: fit to be kept as a batch's item.
+
+        Kept in a list by the frame that caught it, its traceback (or its context's, through
+        each frame's caller) would lead back to that frame and the list: a reference cycle,
+        freed with the channel and batch the frames hold only by a full collection.
+        """
+        self.__traceback__ = self.__cause__ = self.__context__ = None
+        return self
+
 
 class ParseError(ProtocolError):
     """The line is not a JSON text we accept (bad UTF-8, bad JSON, NaN, too deep, ...)."""

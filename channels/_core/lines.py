@@ -127,7 +127,7 @@ def decode_lines(lines: Sequence[bytes]) -> tuple[list[JSONObject | ProtocolErro
                 continue
             items.append(decode_strict(line))
         except ProtocolError as exc:
-            items.append(exc)
+            items.append(exc.detached())
         kept.append(None)
     return items, kept
 

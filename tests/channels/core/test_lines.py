@@ -7,6 +7,8 @@ forwarded as it is are what :func:`~channels._core.jsonrpc.decode_line` says for
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import deque
 from typing import Any
 
@@ -15,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_jsonrpc_canonical import LINES, WRITERS, messages, nested, outcome, written
 
-from channels import MessageTooLarge, ProtocolError
+from channels import MessageTooLarge, ParseError, ProtocolError
 from channels._core.framing import LARGE_LINE_BYTES, Oversized
 from channels._core.jsonrpc import decode_line
 from channels._core.lines import LOG_EXCERPT_BYTES, decode_lines, take_lines
@@ -113,3 +115,22 @@ def test_a_large_line_handed_over_as_a_bytearray_is_decoded_and_never_forwarded_
     assert items[0] == {"jsonrpc": "2.0", "id": 1, "result": "x" * LARGE_LINE_BYTES}
     assert isinstance(items[1], ProtocolError) and items[1].excerpt == b"x" * LOG_EXCERPT_BYTES
     assert type(items[1].excerpt) is bytes and lines == [None, None] and last == LARGE_LINE_BYTES
+
+
+class Lines(list[bytes]):
+    """A batch's lines that can be weakly referred to (a plain list cannot)."""
+
+
+def test_a_batch_with_bad_lines_leaves_no_reference_cycle_behind() -> None:
+    gc.collect()
+    gc.disable()  # only reference counts may free the batch
+    try:
+        lines = Lines([b"{not json", nested(100_000), b'{"jsonrpc":"2.0","id":1,"method":"ping"}'])
+        items, _ = decode_lines(lines)
+        assert [type(item) for item in items] == [ParseError, ParseError, dict]
+        assert str(items[1]) == "JSON nested too deeply"
+        freed = weakref.ref(lines)
+        del lines  # the frame that caught the errors held it: a cycle through their tracebacks
+        assert freed() is None
+    finally:
+        gc.enable()
