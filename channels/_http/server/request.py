@@ -273,7 +273,10 @@ class Parsing:
                 self.deferred = error
                 self.upgraded = True
                 return
-            raise error from None
+            try:
+                raise error from None
+            finally:  # the local would hold this frame, which its traceback holds: a cycle
+                del error
         if self.error is not None:
             raise self.error
         if self.started and not self.head_done:

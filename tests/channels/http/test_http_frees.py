@@ -85,3 +85,14 @@ async def test_a_closed_session_lets_go_of_its_ended_streams_and_their_kept_even
         del stream
         assert freed() is None  # while the session itself is still held
         assert session.closed
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
+def test_a_request_refused_as_malformed_leaves_no_reference_cycle_behind() -> None:
+    parsing = Parsing(1024, None)
+    with pytest.raises(BadRequest, match="malformed request"):
+        parsing.feed(b"NOT HTTP\r\n\r\n")
+    parsing.release()  # the parser's own cycle, which the connection's close breaks
+    freed = weakref.ref(parsing)
+    del parsing
+    assert freed() is None
