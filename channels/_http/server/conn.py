@@ -13,9 +13,9 @@ noticing that the client went away while its response is pending.
 
 A body over the limit is read to its end and thrown away, within ``discard_time`` and with no
 pause over ``discard_idle``, then answered 413 on a connection that stays usable; a refusal sent
-while the client may still be sending is followed by a lingering close (the write side shut,
-what comes read and dropped within the same bounds), so that the client reads the refusal
-instead of a reset. Both as web servers do it: nginx's ``lingering_close``.
+while the client may still be sending is followed by a lingering close (the write side shut, what
+comes read and dropped within the same bounds), so that the client reads the refusal instead of a
+reset. Both as web servers do it: nginx's ``lingering_close``.
 
 One task serves the connection: it reads a request, answers it (possibly streaming for a long
 time), then reads the next. While it answers, :meth:`HttpConnection.wait_disconnected` may watch
@@ -150,7 +150,10 @@ class HttpConnection:
         self._responding = True
         if isinstance(request, BadRequest):  # an over-limit body, read to its end
             self._http10 = self._head_request = False
-            raise request
+            try:
+                raise request
+            finally:
+                del request  # the local would hold this frame, which its traceback holds: a cycle
         self._http10 = request.http_version == "1.0"
         self._head_request = request.method == "HEAD"
         return request
@@ -214,12 +217,9 @@ class HttpConnection:
 
     def _response_head(self, status: int, headers: HeaderBlock, body: bytes) -> bytes:
         length = b"" if status in (204, 304) else b"content-length: %d\r\n" % len(body)  # RFC 9110 §8.6
-        if self._closes():
+        if closes := self._closes():
             self._keep_alive = False
-            tail = length + b"connection: close\r\n\r\n"
-        else:
-            tail = length + b"\r\n"
-        return response_head(status, headers, tail)
+        return response_head(status, headers, length + (b"connection: close\r\n\r\n" if closes else b"\r\n"))
 
     async def respond(self, status: int, headers: HeaderBlock, body: bytes = b"") -> None:
         """Send a complete response with ``Content-Length``; ``headers`` may be encoded already.

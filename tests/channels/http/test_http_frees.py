@@ -70,6 +70,25 @@ async def test_a_closed_connection_that_refused_a_malformed_request_is_freed_by_
 
 
 @pytest.mark.usefixtures("no_cycle_collector")
+async def test_a_closed_connection_that_refused_a_body_over_the_limit_is_freed_by_reference_counts() -> None:
+    with trio.fail_after(TIMEOUT):
+        connection, client = connection_pair()
+        with client:
+            connection.parsing.max_body = 16
+            client.sendall(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n" + b"x" * 100
+            )
+            with pytest.raises(BadRequest) as refused:  # read to its end, then refused
+                await connection.next_request(first=True)
+            assert refused.value.status == 413
+            del refused
+            await connection.aclose()
+            freed = weakref.ref(connection)
+            del connection
+            assert freed() is None
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
 async def test_a_closed_session_lets_go_of_its_ended_streams_and_their_kept_events_at_once() -> None:
     with trio.fail_after(TIMEOUT):
         session = SessionChannel("0" * 32, PeerInfo("memory"), event_budget=1 << 20)
