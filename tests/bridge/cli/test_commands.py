@@ -3,33 +3,17 @@ collection of old cyclic garbage (bridge/_ops/memory.py); the heap's trim is tes
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import trio
 import trio.testing
+from garbage import cycle_collector_off, cyclic_garbage
 
 from bridge._cli.commands import _serve_tended
 from bridge._ops.memory import FULL_COLLECTION_PERIOD_S
 
 
-class Node:
-    """Something a reference cycle can be made of (and weakly referred to)."""
-
-    other: Node | None = None
-
-
-def cyclic_garbage() -> weakref.ref[Node]:
-    first, second = Node(), Node()
-    first.other, second.other = second, first
-    return weakref.ref(first)
-
-
 async def test_the_daemon_collects_old_cyclic_garbage_beside_serving_within_a_period(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    gc.disable()  # only the daemon's own collection may free the cycle
-
     async def serving() -> int:
         alive = cyclic_garbage()
         await trio.sleep(FULL_COLLECTION_PERIOD_S / 2)
@@ -37,7 +21,5 @@ async def test_the_daemon_collects_old_cyclic_garbage_beside_serving_within_a_pe
         await trio.sleep(FULL_COLLECTION_PERIOD_S)
         return 0 if alive() is None else 1
 
-    try:
+    with cycle_collector_off():  # only the daemon's own collection may free the cycle
         assert await _serve_tended(None, serving) == 0
-    finally:
-        gc.enable()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import gc
 import re
 import traceback
-import weakref
 
 import attrs
 import pytest
 import trio
 import trio.testing
+from garbage import Node, cycle_collector_off, cyclic_garbage
 
 from bridge._ops.memory import (
     FULL_COLLECTION_PERIOD_S,
@@ -54,29 +54,19 @@ def test_the_young_garbage_collection_waits_for_more_objects_and_the_older_ones_
         gc.set_threshold(*before)
 
 
-class Node:
-    """Something a reference cycle can be made of (and weakly referred to)."""
-
-    other: Node | None = None
-
-
 def test_the_cycles_start_up_left_are_freed_before_serving_whatever_the_thresholds() -> None:
     before = gc.get_threshold()
-    gc.disable()  # no collection of its own may free the cycle first
-    try:
-        collect_garbage_less_often()
-        first, second = Node(), Node()
-        first.other, second.other = second, first
-        alive = weakref.ref(first)
-        del first, second
-        assert alive() is not None  # only the cycle collector frees a cycle
-        assert collect_start_up_garbage() >= 2
-        assert alive() is None
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, before[1], before[2])
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
-        gc.enable()
+    with cycle_collector_off():  # no collection of its own may free the cycle first
+        try:
+            collect_garbage_less_often()
+            alive = cyclic_garbage()
+            assert alive() is not None  # only the cycle collector frees a cycle
+            assert collect_start_up_garbage() >= 2
+            assert alive() is None
+            assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, before[1], before[2])
+        finally:
+            gc.unfreeze()
+            gc.set_threshold(*before)
 
 
 def test_what_start_up_leaves_is_frozen_so_that_no_later_collection_looks_at_it_again() -> None:
@@ -89,18 +79,10 @@ def test_what_start_up_leaves_is_frozen_so_that_no_later_collection_looks_at_it_
         gc.unfreeze()
 
 
-def cyclic_garbage() -> weakref.ref[Node]:
-    """A reference cycle nothing else refers to, weakly referred to."""
-    first, second = Node(), Node()
-    first.other, second.other = second, first
-    return weakref.ref(first)
-
-
 async def test_old_cyclic_garbage_is_collected_within_a_period_though_nothing_new_is_made(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    gc.disable()  # only the task may collect
-    try:
+    with cycle_collector_off():  # only the task may collect
         async with trio.open_nursery() as nursery:
             nursery.start_soon(collect_old_garbage)
             await trio.sleep(FULL_COLLECTION_PERIOD_S / 2)
@@ -110,5 +92,3 @@ async def test_old_cyclic_garbage_is_collected_within_a_period_though_nothing_ne
             await trio.sleep(FULL_COLLECTION_PERIOD_S / 2)
             assert alive() is None
             nursery.cancel_scope.cancel()
-    finally:
-        gc.enable()

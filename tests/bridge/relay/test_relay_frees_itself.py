@@ -9,11 +9,11 @@ counts can free the relay.
 
 from __future__ import annotations
 
-import gc
 import weakref
 
 import trio
 import trio.testing
+from garbage import cycle_collector_off
 
 from bridge import ChildSpec, Limits, Relay, open_child
 from channels import PeerInfo, StreamChannel, decode, encode
@@ -24,9 +24,7 @@ TIMEOUT = 20
 
 
 async def test_a_relay_whose_client_left_is_freed_by_reference_counts_alone() -> None:
-    gc.collect()
-    gc.disable()
-    try:
+    with cycle_collector_off():
         with trio.fail_after(TIMEOUT):
             left, right = trio.testing.memory_stream_pair()
             served = StreamChannel(right, peer=PeerInfo("memory"))
@@ -45,5 +43,3 @@ async def test_a_relay_whose_client_left_is_freed_by_reference_counts_alone() ->
                 freed = weakref.ref(relay)
                 del relay
                 assert freed() is None
-    finally:
-        gc.enable()

@@ -7,12 +7,12 @@ forwarded as it is are what :func:`~channels._core.jsonrpc.decode_line` says for
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections import deque
 from typing import Any
 
 import pytest
+from garbage import cycle_collector_off
 from hypothesis import given
 from hypothesis import strategies as st
 from test_jsonrpc_canonical import LINES, WRITERS, messages, nested, outcome, written
@@ -122,9 +122,7 @@ class Lines(list[bytes]):
 
 
 def test_a_batch_with_bad_lines_leaves_no_reference_cycle_behind() -> None:
-    gc.collect()
-    gc.disable()  # only reference counts may free the batch
-    try:
+    with cycle_collector_off():  # only reference counts may free the batch
         lines = Lines([b"{not json", nested(100_000), b'{"jsonrpc":"2.0","id":1,"method":"ping"}'])
         items, _ = decode_lines(lines)
         assert [type(item) for item in items] == [ParseError, ParseError, dict]
@@ -132,5 +130,3 @@ def test_a_batch_with_bad_lines_leaves_no_reference_cycle_behind() -> None:
         freed = weakref.ref(lines)
         del lines  # the frame that caught the errors held it: a cycle through their tracebacks
         assert freed() is None
-    finally:
-        gc.enable()

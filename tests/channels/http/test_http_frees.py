@@ -9,13 +9,13 @@ can free them.
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections.abc import Iterator
 from functools import partial
 
 import pytest
 import trio
+from garbage import cycle_collector_off
 
 from channels import PeerInfo
 from channels._http.server.request import BadRequest, Parsing
@@ -28,12 +28,8 @@ TIMEOUT = 10
 
 @pytest.fixture
 def no_cycle_collector() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
+    with cycle_collector_off():
         yield
-    finally:
-        gc.enable()
 
 
 def passes(parsing: Parsing, *head: object) -> None:

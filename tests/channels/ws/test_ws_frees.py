@@ -8,12 +8,12 @@ collector is off while the test runs, so only reference counts can free the chan
 
 from __future__ import annotations
 
-import gc
 import socket
 import weakref
 
 import pytest
 import trio
+from garbage import cycle_collector_off
 from test_ws_direct_read import server_channel
 
 TIMEOUT = 10
@@ -22,9 +22,7 @@ TIMEOUT = 10
 async def test_a_websocket_channel_whose_peer_left_says_so_alike_each_time_and_is_freed_by_reference_counts() -> (
     None
 ):
-    gc.collect()
-    gc.disable()
-    try:
+    with cycle_collector_off():
         with trio.fail_after(TIMEOUT):
             ours, theirs = socket.socketpair()
             channel = server_channel(ours)
@@ -39,5 +37,3 @@ async def test_a_websocket_channel_whose_peer_left_says_so_alike_each_time_and_i
             freed = weakref.ref(channel)
             del channel, error
             assert freed() is None
-    finally:
-        gc.enable()
