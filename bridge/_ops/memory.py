@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gc
 import linecache
-from collections.abc import Callable
 from typing import NoReturn
 
 import trio
@@ -75,16 +74,14 @@ def collect_start_up_garbage() -> int:
     return freed
 
 
-async def collect_old_garbage(
-    period: float = FULL_COLLECTION_PERIOD_S, collect: Callable[[], object] = gc.collect
-) -> NoReturn:
-    """Every ``period``, collect every generation (``collect``); never returns.
+async def collect_old_garbage(period: float = FULL_COLLECTION_PERIOD_S) -> NoReturn:
+    """Every ``period``, collect every generation; never returns.
 
     Cyclic garbage in the oldest generation then lives at most ``period``, loaded or idle.
     """
     while True:
         await trio.sleep(period)
-        collect()
+        gc.collect()
 
 
 def collect_garbage_less_often() -> None:
