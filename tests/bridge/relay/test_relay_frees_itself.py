@@ -14,9 +14,10 @@ import weakref
 import trio
 import trio.testing
 from garbage import cycle_collector_off
+from test_relay_keeps_no_batch import ping_answered
 
 from bridge import ChildSpec, Limits, Relay, open_child
-from channels import PeerInfo, StreamChannel, decode, encode
+from channels import PeerInfo, StreamChannel
 
 from conftest import example_server
 
@@ -32,11 +33,7 @@ async def test_a_relay_whose_client_left_is_freed_by_reference_counts_alone() ->
                 relay = Relay(served, process, Limits())
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(relay.run)
-                    await left.send_all(encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-                    buffer = bytearray()
-                    while b"\n" not in buffer:
-                        buffer += await left.receive_some()
-                    assert decode(bytes(buffer).rstrip(b"\n"))["id"] == 1
+                    await ping_answered(left)
                     await left.aclose()
                 assert relay.ending is not None
                 assert relay.ending.reason == "client-closed"

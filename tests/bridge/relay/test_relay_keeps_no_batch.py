@@ -52,6 +52,15 @@ def relay_task_names() -> list[str]:
     raise AssertionError("no relay is running")
 
 
+async def ping_answered(client: trio.abc.Stream) -> None:
+    """A ping written on the client's end of a relay, and its reply read back (id 1)."""
+    await client.send_all(encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    buffer = bytearray()
+    while b"\n" not in buffer:
+        buffer += await client.receive_some()
+    assert decode(bytes(buffer).rstrip(b"\n"))["id"] == 1
+
+
 async def test_a_waiting_relays_pumps_hold_no_message_of_the_last_batch_and_it_runs_four_tasks() -> None:
     with trio.fail_after(TIMEOUT):
         left, right = trio.testing.memory_stream_pair()
@@ -60,11 +69,7 @@ async def test_a_waiting_relays_pumps_hold_no_message_of_the_last_batch_and_it_r
             async with trio.open_nursery() as nursery:
                 relay = Relay(served, process, Limits())
                 nursery.start_soon(relay.run)
-                await left.send_all(encode({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-                buffer = bytearray()
-                while b"\n" not in buffer:
-                    buffer += await left.receive_some()
-                assert decode(bytes(buffer).rstrip(b"\n"))["id"] == 1
+                await ping_answered(left)
                 await trio.testing.wait_all_tasks_blocked()
                 assert batch_locals_of_pumps() == {"ToChild.run": set(), "ToClient.run": set()}
                 assert relay_task_names() == [
