@@ -19,6 +19,7 @@ from .exits import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
 )
+from .lazy_openssl import defer_openssl
 from .version import asks_only_for_version, version_line
 
 
@@ -28,7 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if asks_only_for_version(args):
         print(version_line())
         return EXIT_OK
-    # The parsers, trio and the daemon: imported only for a command line that needs them.
+    # The parsers, trio and the daemon: imported only for a command line that needs them, and
+    # OpenSSL only once TLS or a token check uses it (lazy_openssl).
+    defer_openssl()
     from .commands import dispatch
 
     return dispatch(args)

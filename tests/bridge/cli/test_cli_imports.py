@@ -190,6 +190,16 @@ async def test_a_bridge_serving_unix_sockets_imports_no_module_only_other_comman
     assert await serving_loaded(sock_dir, UNUSED_WHEN_SERVING_UNIX, "--child", "per-connection") == []
 
 
+# Whether OpenSSL's libcrypto is mapped into the bridge's process (bridge/_cli/lazy_openssl.py).
+OPENSSL_MAPPED = '"libcrypto" in open("/proc/self/maps").read()'
+
+
+async def test_a_bridge_serving_unix_tcp_or_plain_http_never_loads_openssl(sock_dir: Path) -> None:
+    assert await serving_loaded(sock_dir, (), "--child", "per-connection", report=OPENSSL_MAPPED) is False
+    others = ("--listen", "tcp:127.0.0.1:0", "--listen", "http://127.0.0.1:0/mcp")
+    assert await serving_loaded(sock_dir, (), *others, report=OPENSSL_MAPPED) is False
+
+
 async def test_a_serving_bridge_keeps_no_source_text_of_attrs_generated_methods(sock_dir: Path) -> None:
     report = '[name for name in __import__("linecache").cache if name.startswith("<attrs generated")]'
     assert await serving_loaded(sock_dir, (), "--child", "per-connection", report=report) == []
