@@ -19,7 +19,6 @@ from .exits import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
 )
-from .lazy_openssl import defer_openssl
 from .version import asks_only_for_version, version_line
 
 
@@ -31,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     # The parsers, trio and the daemon: imported only for a command line that needs them, and
     # OpenSSL only once TLS or a token check uses it (lazy_openssl).
+    from .lazy_openssl import defer_openssl
+
     defer_openssl()
     from .commands import dispatch
 
