@@ -29,8 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(version_line())
         return EXIT_OK
     # The parsers, trio and the daemon: imported only for a command line that needs them, and
-    # OpenSSL only once TLS or a token check uses it (lazy_openssl).
-    from .lazy_openssl import defer_openssl
+    # OpenSSL only once TLS or a token check uses it (lazy_imports).
+    from .lazy_imports import defer_openssl
 
     defer_openssl()
     from .commands import dispatch

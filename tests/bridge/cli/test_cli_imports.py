@@ -190,7 +190,7 @@ async def test_a_bridge_serving_unix_sockets_imports_no_module_only_other_comman
     assert await serving_loaded(sock_dir, UNUSED_WHEN_SERVING_UNIX, "--child", "per-connection") == []
 
 
-# Whether OpenSSL's libcrypto is mapped into the bridge's process (bridge/_cli/lazy_openssl.py).
+# Whether OpenSSL's libcrypto is mapped into the bridge's process (bridge/_cli/lazy_imports.py).
 OPENSSL_MAPPED = '"libcrypto" in open("/proc/self/maps").read()'
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 import trio
 
-from bridge._cli.lazy_openssl import DEFERRED, Deferred, load
+from bridge._cli.lazy_imports import DEFERRED, Deferred, load
 
 from conftest import python_output
 
@@ -31,7 +31,7 @@ async def script_result(source: str) -> object:
 
 async def test_trio_and_the_daemon_import_and_mint_http_session_ids_without_loading_openssl() -> None:
     source = (
-        "from bridge._cli.lazy_openssl import defer_openssl\n"
+        "from bridge._cli.lazy_imports import defer_openssl\n"
         "defer_openssl()\n"
         "import trio, bridge._cli.commands, channels._ws.upgrade\n"
         "from channels._http.server.session import new_session_id\n"
@@ -45,7 +45,7 @@ async def test_trio_and_the_daemon_import_and_mint_http_session_ids_without_load
 
 async def test_each_deferred_module_works_on_first_use_and_what_bound_it_sees_the_real_module() -> None:
     source = (
-        "from bridge._cli.lazy_openssl import defer_openssl\n"
+        "from bridge._cli.lazy_imports import defer_openssl\n"
         "defer_openssl()\n"
         "import trio._ssl, ssl, hashlib, hmac, secrets\n"
         "before = mapped()\n"
@@ -67,7 +67,7 @@ async def test_each_deferred_module_works_on_first_use_and_what_bound_it_sees_th
 
 async def test_a_deferred_module_whose_import_uses_another_deferred_one_loads_both() -> None:
     source = (
-        "from bridge._cli.lazy_openssl import defer_openssl\n"
+        "from bridge._cli.lazy_imports import defer_openssl\n"
         "defer_openssl()\n"
         "import secrets\n"  # secrets imports compare_digest from hmac, itself deferred
         "token = secrets.token_hex(16)\n"
@@ -79,7 +79,7 @@ async def test_a_deferred_module_whose_import_uses_another_deferred_one_loads_bo
 async def test_a_module_imported_before_openssl_is_deferred_stays_the_real_one() -> None:
     source = (
         "import ssl\n"
-        "from bridge._cli.lazy_openssl import defer_openssl\n"
+        "from bridge._cli.lazy_imports import defer_openssl\n"
         "defer_openssl()\n"
         "print(json.dumps([sys.modules['ssl'] is ssl, type(sys.modules['hmac']).__name__]))\n"
     )
