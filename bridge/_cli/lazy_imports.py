@@ -1,73 +1,95 @@
-"""OpenSSL loaded when something first uses it, not because trio was imported.
+"""Modules the daemon's libraries import for nothing, run only when something first uses them.
 
-trio imports :mod:`ssl` (for ``trio.SSLStream``) and :mod:`hmac` (for ``trio.DTLSEndpoint``'s
-cookies) as it is imported, and both load OpenSSL's ``libcrypto``: measured in this daemon,
-importing trio and the daemon's modules takes 28.9 MiB of RSS with them and 23.9 without, the
-library's pages and the two modules' objects. trio uses neither until a TLS stream or a DTLS
-endpoint is made, and a bridge that serves Unix sockets, TCP, WebSocket or HTTP without TLS or
-bearer tokens never does.
+trio, websockets and the standard library import modules that a daemon never uses but that cost
+it memory for its whole life (:data:`DEFERRED` says which and why; measured as ``VmRSS`` of a
+process that imported trio and the daemon's modules with and without them):
 
-:func:`defer_openssl` puts a :class:`Deferred` stand-in in :data:`sys.modules` for each of
-:data:`DEFERRED`; an ``import`` of one then binds the stand-in, and the first attribute read off it
-imports the real module, which replaces the stand-in in :data:`sys.modules` and whose namespace the
-stand-in takes, so that a module that bound it sees the real module's names from then on.
-:class:`importlib.util.LazyLoader` would do the same but for Python 3.11's ``import`` statement,
-which reads ``__spec__`` off a module already in :data:`sys.modules` and so loads it at once.
+- OpenSSL, about 5 MiB: trio imports :mod:`ssl` (for ``trio.SSLStream``) and :mod:`hmac` (for
+  ``trio.DTLSEndpoint``'s cookies), websockets :mod:`secrets`, and each maps ``libcrypto``. A
+  daemon that serves no TLS, checks no token and accepts no WebSocket handshake (a SHA-1, by
+  :mod:`hashlib`) never uses it.
+- :mod:`importlib.metadata`, 1.2 MiB: ``websockets/version.py`` imports it, and reads it only in
+  a development checkout of the library; its code brings in ``email``, ``zipfile``, ``csv`` and
+  their kin.
+- :mod:`bz2` and :mod:`lzma`, 0.4 MiB: :mod:`shutil` imports them to know which archive formats
+  it can write (``ctypes.util`` imports shutil, and trio ``ctypes.util`` to name its threads).
 
-Only the command line calls it, before anything imports trio (:func:`.main.main`); a program
-that embeds the bridge imports trio, and OpenSSL with it, itself.
+:func:`defer_imports` registers each of them in :data:`sys.modules` as the module object an import
+would make, its code not yet run; the first attribute anyone reads from it runs that code, in that
+same object, so every user gets the whole module and the same one. An ``import`` binds it without
+reading anything. :class:`importlib.util.LazyLoader` cannot do this: Python 3.11's ``import``
+statement reads ``__spec__`` off a module already in :data:`sys.modules`, which makes a lazy
+module load at once.
+
+Only the command line calls it (:func:`.main.main`), before it imports trio: which modules a
+process loads is the program's business, and a program that embeds the bridge imports trio, and
+these with it, itself.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 import threading
-import types
+from types import ModuleType
 from typing import Any
 
-# The modules whose import loads libcrypto, imported by trio or websockets without being used:
-# ssl (_ssl), hashlib (_hashlib), hmac (which imports _hashlib) and secrets (which imports hmac).
-DEFERRED = ("ssl", "hashlib", "hmac", "secrets")
-
-# A child's start runs in a thread (bridge._child.process): two threads may read a stand-in first.
-# Reentrant: a real module's import may read another stand-in (secrets imports from hmac).
-_LOADING = threading.RLock()
-
-
-class Deferred(types.ModuleType):
-    """Stands in :data:`sys.modules` for a module not imported yet; imports it on first use."""
-
-    def __getattr__(self, name: str) -> Any:
-        # Only names the stand-in lacks come here: once loaded it has them all.
-        return getattr(load(self), name)
+# Each module run on first use, and who imports it without using it (module docstring).
+DEFERRED = (
+    "ssl",  # trio (SSLStream): OpenSSL
+    "hashlib",  # hmac, secrets: OpenSSL
+    "hmac",  # trio (DTLS cookies): OpenSSL
+    "secrets",  # websockets (client masks and keys): hmac, and OpenSSL
+    "importlib.metadata",  # websockets' version module: email, zipfile, csv
+    "bz2",  # shutil (archive formats), through ctypes.util and trio
+    "lzma",  # likewise
+)
 
 
-def defer_openssl() -> None:
-    """Put a stand-in in :data:`sys.modules` for each of :data:`DEFERRED` not imported yet."""
-    for name in DEFERRED:
-        if name in sys.modules:
-            continue
-        stand_in = Deferred(name)
-        # The real spec, so that importlib sees a module that is neither missing nor initialising;
-        # finding it reads a directory listing and imports nothing.
-        stand_in.__spec__ = importlib.util.find_spec(name)
-        sys.modules[name] = stand_in
+def defer_imports(names: tuple[str, ...] = DEFERRED) -> None:
+    """Register each of ``names`` to run on first use, unless it is imported already."""
+    for name in names:
+        if name not in sys.modules:
+            defer_import(name)
 
 
-def load(stand_in: Deferred) -> types.ModuleType:
-    """Import the module ``stand_in`` stands for, in its place, and give ``stand_in`` its names."""
-    name = stand_in.__name__
-    with _LOADING:
-        if sys.modules.get(name) is stand_in:
-            del sys.modules[name]
-            try:
-                real = importlib.import_module(name)
-            except BaseException:
-                sys.modules[name] = stand_in
-                raise
-            stand_in.__dict__.update(real.__dict__)
-        else:
-            real = sys.modules[name]
-    return real
+def defer_import(name: str) -> None:
+    """Register the module ``name`` (whose parent package is imported) to run on first use."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:  # not installed: an import will say so
+        return
+    loader = spec.loader
+    module = importlib.util.module_from_spec(spec)  # __spec__, __path__...: its submodules import
+    # Two threads may read it first (a child starts in a thread); its own code may read another
+    # deferred module (secrets reads hmac): reentrant, and a read of this module's names by its
+    # own code, in that thread, meets a module still running, as it would in any import.
+    lock = threading.RLock()
+    running = False
+
+    def run_on_first_use(attribute: str) -> Any:
+        nonlocal running
+        with lock:
+            if module.__dict__.get("__getattr__") is run_on_first_use:
+                if running:  # its own code reads a name it has not defined yet
+                    raise AttributeError(
+                        f"partially initialized module {name!r} has no attribute {attribute!r}"
+                    )
+                running = True
+                spec._initializing = True  # type: ignore[attr-defined]  # as the import system marks a running module
+                try:
+                    loader.exec_module(module)
+                except BaseException:
+                    running = False
+                    sys.modules.pop(name, None)  # as a failed import: the next one starts afresh
+                    raise
+                finally:
+                    spec._initializing = False  # type: ignore[attr-defined]
+                if module.__dict__.get("__getattr__") is run_on_first_use:  # not its own (PEP 562)
+                    del module.__getattr__
+        return ModuleType.__getattribute__(module, attribute)
+
+    module.__getattr__ = run_on_first_use  # type: ignore[method-assign]  # PEP 562: missing names only
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)  # as an import binds a submodule

@@ -28,11 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if asks_only_for_version(args):
         print(version_line())
         return EXIT_OK
-    # The parsers, trio and the daemon: imported only for a command line that needs them, and
-    # OpenSSL only once TLS or a token check uses it (lazy_imports).
-    from .lazy_imports import defer_openssl
+    # The parsers, trio and the daemon: imported only for a command line that needs them; what
+    # they import for nothing (OpenSSL...), only on first use (lazy_imports).
+    from .lazy_imports import defer_imports
 
-    defer_openssl()
+    defer_imports()
     from .commands import dispatch
 
     return dispatch(args)

@@ -7,15 +7,8 @@ building on its read path (``receiver``) and write path (``sender``); ``frames``
 the common frame shapes without the library's general parser. ``host`` is one socket shared by
 several servers, each mounted at its own path (``mount``: one server's mount and its listener).
 
-``metadata`` keeps the websockets library's needless ``importlib.metadata`` import from loading it.
-
 Import rule: ``channels._core``, ``channels._sockets`` and ``channels._oauth``.
 """
-
-# ruff: noqa: E402 (websockets must not be imported before defer_importlib_metadata runs)
-from .metadata import defer_importlib_metadata
-
-defer_importlib_metadata()
 
 from .address import (
     SecureWebSocketAddress,
