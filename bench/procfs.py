@@ -143,6 +143,22 @@ def pss_kb(pid: int) -> int:
     return 0
 
 
+def rss_by_mapping_kb(smaps: str) -> dict[str, int]:
+    """Resident kilobytes per mapping in the text of ``/proc/PID/smaps``: a file's base name, or
+    the kernel's label (``[heap]``, ``[stack]``); an unnamed mapping is ``[anon]``."""
+    resident: dict[str, int] = {}
+    name = "[anon]"
+    for line in smaps.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if not fields[0].endswith(":"):  # a mapping's header: ADDRESS-RANGE PERMS OFFSET DEV INODE [NAME]
+            name = os.path.basename(fields[5]) if len(fields) > 5 else "[anon]"
+        elif fields[0] == "Rss:":
+            resident[name] = resident.get(name, 0) + int(fields[1])
+    return resident
+
+
 def machine_cpu_seconds() -> tuple[float, float]:
     """(busy, busy + idle) CPU seconds of the whole machine, all cores, from /proc/stat (ticks)."""
     with open("/proc/stat") as file:
