@@ -13,6 +13,8 @@ process that imported trio and the daemon's modules with and without them):
   their kin.
 - :mod:`bz2` and :mod:`lzma`, 0.4 MiB: :mod:`shutil` imports them to know which archive formats
   it can write (``ctypes.util`` imports shutil, and trio ``ctypes.util`` to name its threads).
+- ``idna``, 0.17 MiB of tables: trio imports it to encode a host name that is not ASCII, which a
+  daemon listening on addresses or ASCII names never has.
 
 :func:`defer_imports` registers each of them in :data:`sys.modules` as the module object an import
 would make, its code not yet run; the first attribute anyone reads from it runs that code, in that
@@ -43,6 +45,7 @@ DEFERRED = (
     "importlib.metadata",  # websockets' version module: email, zipfile, csv
     "bz2",  # shutil (archive formats), through ctypes.util and trio
     "lzma",  # likewise
+    "idna",  # trio (host names that are not ASCII): its tables
 )
 
 

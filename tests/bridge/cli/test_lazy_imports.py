@@ -59,12 +59,13 @@ async def test_trio_and_the_daemon_import_and_mint_http_session_ids_without_runn
 
 async def test_each_deferred_module_works_on_first_use_and_is_the_one_object_its_importers_bound() -> None:
     source = DEFER + (
-        "import trio._ssl, ssl, hashlib, hmac, secrets, bz2, lzma\n"
+        "import trio._ssl, trio._socket, ssl, hashlib, hmac, secrets, bz2, lzma, idna\n"
         "before = mapped()\n"
         "context = ssl.create_default_context()\n"
         "digest = hmac.new(b'key', b'message', hashlib.sha256).hexdigest()\n"
         "token = secrets.token_hex(16)\n"
-        "packed = [bz2.decompress(bz2.compress(b'abc')), lzma.decompress(lzma.compress(b'abc'))]\n"
+        "packed = [bz2.decompress(bz2.compress(b'abc')), lzma.decompress(lzma.compress(b'abc')),\n"
+        "    trio._socket.encode_hostname('bücher.example')]\n"
         "print(json.dumps([before, mapped(), digest, len(token), [p.decode() for p in packed],\n"
         "    trio._ssl._stdlib_ssl is sys.modules['ssl'] and type(context) is ssl.SSLContext, waiting()]))\n"
     )
@@ -73,7 +74,7 @@ async def test_each_deferred_module_works_on_first_use_and_is_the_one_object_its
     # HMAC-SHA256 of b"message" under b"key", as `openssl dgst -sha256 -hmac key` gives it.
     assert digest == "6e9ef29b75fffc5b7abae527d58fdadb2fe42e7219011976917343065f58ed4a"
     assert token_length == 32
-    assert unpacked == ["abc", "abc"]
+    assert unpacked == ["abc", "abc", "xn--bcher-kva.example"]
     assert same is True
     assert waiting == ["importlib.metadata"]
 
