@@ -39,6 +39,7 @@ OVERSIZED_PREFIX_BYTES = 1024
 # the same 64 KiB): their consumers only decode them. 64 KiB is one read (channels/_core/fdio.py
 # RECEIVE_SIZE): a line that fits in two reads never gets here.
 LARGE_LINE_BYTES = 64 * 1024
+CR = ord("\r")  # a line's last byte, before its "\n", that _emit strips
 
 
 @attrs.frozen
@@ -88,6 +89,10 @@ class LineFramer:
         """
         if isinstance(data, bytearray):
             data = bytes(data)  # (trio's sockets and pipes return bytes: no copy there)
+        if not self._buffer and not self._discarding:
+            end = data.find(b"\n")
+            if end == len(data) - 1 and 0 < end <= self.max_line_bytes and data[end - 1] != CR:
+                return [data[:end]]  # one whole line alone: what a read gets from a call at a time
         items: list[bytes | bytearray | Oversized] = []
         if self._discarding:
             end = data.find(b"\n")
