@@ -53,9 +53,9 @@ class Ledger:
     in_flight: InFlight = attrs.field(init=False)
     child_requests: dict[Any, None] = attrs.field(init=False, factory=dict)
     tool_lists: dict[Any, int] = attrs.field(init=False, factory=dict)
-    _idle: trio.Event = attrs.field(init=False, factory=trio.Event)
-    # Whether _idle is set: read once per request (opened), where Event.is_set would be a call.
-    _idle_set: bool = attrs.field(init=False, default=True)
+    # What wait_idle waits on, made by the first waiter and dropped when set: a connection's
+    # requests, answered one at a time, make no Event each (its attrs __init__ and set).
+    _idle: trio.Event | None = attrs.field(init=False, default=None)
     # The fields below serve the request timeout only, and exist only with one: every connection
     # has a ledger, and an empty deque is 624 bytes, an Event about 300.
     # (deadline, id, token) of requests in flight, in admission order; with one timeout for all,
@@ -66,7 +66,6 @@ class Ledger:
 
     def __attrs_post_init__(self) -> None:
         self.in_flight = InFlight(self.max_in_flight)
-        self._idle.set()
         if self.request_timeout is not None:
             self._deadlines = deque()
             self._deadline_added = trio.Event()
@@ -91,9 +90,6 @@ class Ledger:
                     key for key, kept in tool_lists.items() if not self.in_flight.is_open(key, kept)
                 ]:
                     del tool_lists[stale]
-        if self._idle_set:
-            self._idle = trio.Event()
-            self._idle_set = False
         if self.request_timeout is not None:
             self._deadlines.append((trio.current_time() + self.request_timeout, request_id, token))
             if len(self._deadlines) > DEADLINES_KEPT_PER_LIMIT * self.max_in_flight:
@@ -109,9 +105,6 @@ class Ledger:
         first = self.in_flight.open_all(request_ids)
         if first is None:
             return False
-        if self._idle_set:
-            self._idle = trio.Event()
-            self._idle_set = False
         if self.request_timeout is not None:
             deadline = trio.current_time() + self.request_timeout
             self._deadlines.extend(
@@ -146,13 +139,15 @@ class Ledger:
 
     def check_idle(self) -> None:
         """Wake :meth:`wait_idle` if no request is in flight any more."""
-        if not len(self.in_flight):
+        if self._idle is not None and not len(self.in_flight):
             self._idle.set()
-            self._idle_set = True
+            self._idle = None
 
     async def wait_idle(self) -> None:
         """Return once no request is in flight."""
         while len(self.in_flight):
+            if self._idle is None:
+                self._idle = trio.Event()
             await self._idle.wait()
 
     def remember_child_request(self, request_id: Any) -> None:
