@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-import trio
+from bench_tables import bench_table
 
 from conftest import REPO
 
@@ -45,18 +45,7 @@ def test_every_mapping_falls_in_one_group_so_the_groups_add_up_to_the_whole() ->
 
 
 async def test_the_memory_map_of_a_unix_bridge_shows_no_openssl() -> None:
-    with trio.fail_after(60):
-        result = await trio.run_process(
-            [sys.executable, "bench/memory_map.py", "--clients", "3", "bridge-unix"],
-            cwd=REPO,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr.decode()[-4000:]
-    cells = [
-        [cell.strip() for cell in line.strip("|").split("|")] for line in result.stdout.decode().splitlines()
-    ]
+    cells = await bench_table("bench/memory_map.py", "--clients", "3", "bridge-unix")
     rows = {label: values for label, *values in cells[2:]}  # after the header and the alignment line
     assert cells[0][1:] == ["bridge-unix"]
     assert rows["OpenSSL (`libcrypto`, `libssl`, `_ssl`, `_hashlib`)"] == ["0.00"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-import trio
+from bench_tables import bench_table
 
 from conftest import REPO
 
@@ -18,18 +18,7 @@ from wakeups import KINDS
 
 
 async def test_the_table_has_a_line_per_way_with_each_runs_figure() -> None:
-    with trio.fail_after(60):
-        result = await trio.run_process(
-            [sys.executable, "bench/wakeups.py", "--round-trips", "50", "--runs", "2"],
-            cwd=REPO,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr.decode()[-4000:]
-    cells = [
-        [cell.strip() for cell in line.strip("|").split("|")] for line in result.stdout.decode().splitlines()
-    ]
+    cells = await bench_table("bench/wakeups.py", "--round-trips", "50", "--runs", "2")
     assert [row[0] for row in cells[2:]] == list(KINDS)
     for _, median, runs in cells[2:]:
         assert float(median) > 0 and len(runs.split(", ")) == 2
