@@ -41,7 +41,7 @@ from pathlib import Path
 import procfs
 import relays
 import targets
-from scenarios import _Client, _drive
+from scenarios import _Client, _drive, close_sessions
 from streamable_http import http_connect
 from wire import BenchError, open_session
 
@@ -129,9 +129,7 @@ def measure(connects: list, relay_pids, clients: int, calls: int) -> dict:
             "pss_kb": sum(procfs.pss_kb(pid) for pid in pids),
         }
     finally:
-        for client in sessions:
-            if client.conn is not None:
-                client.conn.close()
+        close_sessions(sessions)
     total = clients * calls
     return {
         "clients": clients,

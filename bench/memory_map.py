@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 import procfs
-from scenarios import INITIALIZE, _Client, _drive
+from scenarios import _Client, close_sessions, run_sessions
 from targets import BASELINE_SUFFIX, TARGET_NAMES, make_target
 
 CALLS_PER_CLIENT = 20  # as bench/run.py's concurrent scenario
@@ -46,19 +46,14 @@ def measure(row: str, clients: int, baseline: Path | None) -> dict[str, int]:
     target.start()
     sessions = [_Client(number, CALLS_PER_CLIENT) for number in range(clients)]
     try:
-        for session in sessions:
-            session.conn = target.connect()
-            session.conn.send(INITIALIZE)
-        _drive(sessions)
+        run_sessions(target, sessions)
         resident: dict[str, int] = {}
         for pid in target.relay_pids():
             with open(f"/proc/{pid}/smaps") as smaps:
                 for name, kilobytes in procfs.rss_by_mapping_kb(smaps.read()).items():
                     resident[name] = resident.get(name, 0) + kilobytes
     finally:
-        for session in sessions:
-            if session.conn is not None:
-                session.conn.close()
+        close_sessions(sessions)
         target.stop()
     return grouped(resident)
 

@@ -270,6 +270,23 @@ def _drive(clients: list[_Client]) -> None:
                 raise BenchError(f"session {client.number} ({client.progress()}): {error}") from None
 
 
+def run_sessions(target, clients: list[_Client]) -> None:
+    """Connect each of ``clients`` to ``target``, initialize all, and drive their calls to the last
+    reply from one poll loop; the sessions stay connected (:func:`close_sessions`)."""
+    for client in clients:
+        client.conn = target.connect()
+    for client in clients:
+        client.conn.send(INITIALIZE)
+    _drive(clients)
+
+
+def close_sessions(clients: list[_Client]) -> None:
+    """Close every session of ``clients`` that was connected."""
+    for client in clients:
+        if client.conn is not None:
+            client.conn.close()
+
+
 def _relay_memory(target) -> dict | None:
     pids = target.relay_pids()
     if not pids:
@@ -297,18 +314,12 @@ def concurrent(target, counts: Counts) -> dict:
     clients = [_Client(number, counts.calls_per_client) for number in range(counts.clients)]
     started = time.perf_counter()
     try:
-        for client in clients:
-            client.conn = target.connect()
-        for client in clients:
-            client.conn.send(INITIALIZE)
-        _drive(clients)
+        run_sessions(target, clients)
         wall = time.perf_counter() - started
         memory = _relay_memory(target)  # every session is still connected here
         total_memory = _total_memory(target)
     finally:
-        for client in clients:
-            if client.conn is not None:
-                client.conn.close()
+        close_sessions(clients)
     calls = counts.clients * counts.calls_per_client
     return {
         "clients": counts.clients,
