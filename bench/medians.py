@@ -41,17 +41,20 @@ COLUMNS: tuple[tuple[str, str, Callable[[dict], float | None], str], ...] = (
 )
 
 
+def figure(run: dict, row: str, scenario: str, read: Callable[[dict], float | None]) -> float | None:
+    """One cell's figure in one run; ``None`` where the run has no such row or cell, or it failed."""
+    for entry in run["rows"]:
+        result = entry["results"].get(scenario) if entry["name"] == row else None
+        if result is not None and "error" not in result:
+            return read(result)
+    return None
+
+
 def figures(
     runs: Sequence[dict], row: str, scenario: str, read: Callable[[dict], float | None]
 ) -> list[float]:
     """The figure of one cell in each run that has it (not an error, not ``None``)."""
-    found = []
-    for run in runs:
-        for entry in run["rows"]:
-            result = entry["results"].get(scenario) if entry["name"] == row else None
-            if result is not None and "error" not in result and (value := read(result)) is not None:
-                found.append(value)
-    return found
+    return [value for run in runs if (value := figure(run, row, scenario, read)) is not None]
 
 
 def first_error(runs: Sequence[dict], row: str, scenario: str) -> str | None:

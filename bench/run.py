@@ -62,9 +62,10 @@ Before the rows, ``startup.py`` times ``mcp-bridge --version`` against ``python 
 
 With ``--baseline CHECKOUT`` (another commit's working tree), every ``bridge-*`` row is followed by
 ``ROW@baseline``: the same row, client and example server, with the bridge run from that checkout,
-so that before and after are measured in one run; the start-up figures gain its ``python -m
-bridge --version``. Both checkouts are byte-compiled first (stale ``.pyc`` files cost start-up
-time and memory where ``PYTHONDONTWRITEBYTECODE`` is set).
+so that before and after are measured in one run (``--baseline-first`` puts ``ROW@baseline``
+first); the start-up figures gain its ``python -m bridge --version``. Both checkouts are
+byte-compiled first (stale ``.pyc`` files cost start-up time and memory where
+``PYTHONDONTWRITEBYTECODE`` is set).
 
 Every reply is checked (id and echoed text); the first bad one fails the scenario, which is then
 reported as ``error: ...`` in place of a number. A relay that does not start, hangs (no byte moves
@@ -194,8 +195,11 @@ def machine_info() -> dict:
     }
 
 
-def _with_baseline(name: str) -> list[str]:
-    return [name, name + BASELINE_SUFFIX] if name.startswith("bridge-") else [name]
+def _with_baseline(name: str, baseline_first: bool) -> list[str]:
+    if not name.startswith("bridge-"):
+        return [name]
+    pair = [name, name + BASELINE_SUFFIX]
+    return pair[::-1] if baseline_first else pair
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -219,7 +223,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="another checkout of mcp-bridge (e.g. `git worktree add --detach /tmp/base COMMIT`): every "
         "bridge row is followed by ROW@baseline, the same row served by that checkout's code",
     )
+    parser.add_argument(
+        "--baseline-first",
+        action="store_true",
+        help="with --baseline, run ROW@baseline before ROW (bench/alternate.py alternates the two orders)",
+    )
     options = parser.parse_args(argv)
+    if options.baseline_first and options.baseline is None:
+        parser.error("--baseline-first: needs --baseline")
     if options.baseline is not None:
         options.baseline = options.baseline.resolve()
         if not (options.baseline / "bridge" / "__main__.py").is_file():
@@ -253,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = QUICK_STARTUP_RUNS if options.quick else startup.RUNS
         started = startup.measure(runs, options.baseline)
     names = options.rows
-    if options.baseline is not None:  # each bridge row, then the same row served by the baseline
-        names = [variant for name in names for variant in _with_baseline(name)]
+    if options.baseline is not None:  # each bridge row and the same row served by the baseline
+        names = [variant for name in names for variant in _with_baseline(name, options.baseline_first)]
     rows = [run_row(name, counts, cores, options.scenarios, options.baseline) for name in names]
     header = (
         f"mcp-bridge benchmark ({'quick' if options.quick else 'full'} run): python {machine['python']}, "
