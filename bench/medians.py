@@ -10,7 +10,7 @@ scenario's clients connected, each as its median over the runs with the lowest a
 brackets. A cell that failed in a run, or a row a run did not have, is left out of that cell's
 figures; a cell with none shows the first run's error, or a dash where the row has no such figure
 (no relay, no RSS of its own). Only runs of the same machine and session compare
-(docs/performance.md, "Reading the numbers").
+(docs/benchmark.md, "Reading the numbers").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Markdown tables from the results (what each column means: docs/performance.md, "Scenarios and columns")."""
+"""Markdown tables from the results (what each column means: docs/benchmark.md, "Scenarios and columns")."""
 
 from __future__ import annotations
 
