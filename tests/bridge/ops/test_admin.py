@@ -17,7 +17,7 @@ from bridge._ops.metrics import render
 from bridge._relay.requests import RequestMetrics
 from channels import TcpAddress
 
-from conftest import LineClient, bridge_process, call, example_server, poll, result_text
+from conftest import LineClient, bridge_process, call, example_server, poll, resident_bytes, result_text
 
 TIMEOUT = 20
 
@@ -44,8 +44,14 @@ async def test_healthz_readyz_and_metrics_answer_on_the_admin_address(sock_dir: 
             client = await LineClient.open(bridge.addresses[0])
             assert result_text(await client.call(1, "echo", text="counted")) == "counted"
             status, headers, metrics = await http(port, get("/metrics"))
+            resident = resident_bytes(bridge.process.pid)
             await client.aclose()
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    # The daemon's own process metrics, once, after the servers': its RSS, not the test's.
+    assert metrics.count("# TYPE process_resident_memory_bytes gauge") == 1
+    reported = int(re.search(r"^process_resident_memory_bytes (\d+)$", metrics, re.MULTILINE)[1])
+    assert abs(reported - resident) < 2 * 1024 * 1024
+    assert re.search(r"^process_cpu_seconds_total \d+\.\d+$", metrics, re.MULTILINE)
     assert 'mcp_bridge_up{server="demo"} 1' in metrics
     assert 'mcp_bridge_connections{server="demo"} 1' in metrics
     assert 'mcp_bridge_connections_accepted_total{server="demo",transport="unix"} 1' in metrics
