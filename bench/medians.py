@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from report import _short_error
+from report import short_error
 
 KIB_PER_MIB = 1024
 
@@ -70,7 +70,7 @@ def cell(values: list[float], spec: str, error: str | None = None) -> str:
     """The median with the lowest and highest in brackets, the median alone for one value; with no
     value, the error or a dash."""
     if not values:
-        return "–" if error is None else _short_error(error)
+        return "–" if error is None else short_error(error)
     median = format(statistics.median(values), spec)
     if len(values) == 1:
         return median

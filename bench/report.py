@@ -8,7 +8,8 @@ CELL_ERROR_CHARS = 24  # an error is cut to this in a table cell; the full text 
 NOTABLE_LINES_SHOWN = 5  # relay stderr lines that look like errors, shown for a row with errors
 
 
-def _short_error(message: str) -> str:
+def short_error(message: str) -> str:
+    """A failed cell's text: the error cut to :data:`CELL_ERROR_CHARS`, with no ``|`` to break the table."""
     if len(message) > CELL_ERROR_CHARS:
         message = message[: CELL_ERROR_CHARS - 1] + "…"
     return "error: " + message.replace("|", "/")
@@ -49,7 +50,7 @@ def _cell(results: dict, scenario: str, render) -> str:
     if result is None:
         return "–"
     if "error" in result:
-        return _short_error(result["error"])
+        return short_error(result["error"])
     return render(result)
 
 
