@@ -56,6 +56,7 @@ ROOMS: dict[str, set[str]] = {
     },
     "bridge._ops": {
         "channels",
+        "bridge._version",
         "bridge._errors",
         "bridge._limits",
         "bridge._child",

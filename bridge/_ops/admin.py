@@ -6,8 +6,8 @@
   (``NAME: state``), a server on a shared listener that could not start as ``NAME: failed: why``.
 * ``GET /readyz/NAME``: the same for one server (404 if there is none of that name): the check for
   a proxy route to one server of a shared listener, which the others' failures must not take down.
-* ``GET /metrics``: Prometheus text (:mod:`bridge._ops.metrics`), then the process's own
-  ``process_*`` metrics (:mod:`bridge._ops.process_metrics`).
+* ``GET /metrics``: Prometheus text (:mod:`bridge._ops.metrics`), then the process's own: its
+  build info and ``process_*`` metrics (:mod:`bridge._ops.process_metrics`).
 
 HTTP/1.1 is parsed by h11; one request per connection (``Connection: close``), a 10 s header
 deadline and h11's 16 KiB header bound, so a slow or hostile client costs one task briefly. The
@@ -189,7 +189,8 @@ def _route(
                 for daemon in daemons
             ]
         )
-        if (sample := process_metrics.read()) is not None:  # once: one process serves them all
+        text += process_metrics.build_info()  # once each: one process serves them all
+        if (sample := process_metrics.read()) is not None:
             text += process_metrics.render(sample)
         return 200, CONTENT_TYPE, text.encode(), []
     return 404, "text/plain", b"not found: try /healthz, /readyz or /metrics\n", []

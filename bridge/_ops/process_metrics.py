@@ -1,11 +1,13 @@
-"""The daemon process's own metrics: CPU, memory, file descriptors and start time, read from /proc.
+"""The daemon process's own metrics: which bridge it runs, and what it uses (CPU, memory, descriptors).
 
-The names, types and meanings are the ``process_*`` metrics of the Prometheus client-library
-guidelines ("Process metrics"), unprefixed, which every official client library exports: a
-dashboard or alert made for any of them (CPU per second, RSS, descriptors against their limit,
-restarts by start time) works on the bridge as it is. The admin endpoint (:mod:`bridge._ops.admin`)
-appends them once per scrape, after every server's own metrics; they describe the one process
-that serves them all, children not included.
+The usage figures are the ``process_*`` metrics of the Prometheus client-library guidelines
+("Process metrics"), with their names, types and meanings, which every official client library
+exports: a dashboard or alert made for any of them (CPU per second, RSS, descriptors against their
+limit, restarts by start time) works on the bridge as it is. ``mcp_bridge_build_info`` is the
+usual "info" gauge, always 1, whose labels say which mcp-bridge and which Python a process runs
+(one query lists the versions of a fleet during a rollout). The admin endpoint
+(:mod:`bridge._ops.admin`) appends them once per scrape, after every server's own metrics; they
+describe the one process that serves them all, children not included.
 
 :func:`parse_stat` is sans-IO (``/proc/self/stat``'s text and the system's constants in, a
 :class:`ProcessSample` out); :func:`read` does the reading, and gives ``None`` where there is no
@@ -16,8 +18,12 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 
 import attrs
+
+from .._version import __version__
+from .metrics import PREFIX
 
 STAT = "/proc/self/stat"
 FDS = "/proc/self/fd"
@@ -109,4 +115,14 @@ def render(sample: ProcessSample) -> str:
     return "".join(
         f"# HELP process_{name} {help_text}\n# TYPE process_{name} {kind}\nprocess_{name} {value!r}\n"
         for name, kind, help_text, value in families
+    )
+
+
+def build_info() -> str:
+    """``mcp_bridge_build_info``: always 1, labelled with the bridge's and Python's versions."""
+    python = f"{sys.implementation.name} {'.'.join(map(str, sys.version_info[:3]))}"
+    return (
+        f"# HELP {PREFIX}build_info The mcp-bridge version and the Python it runs on; always 1.\n"
+        f"# TYPE {PREFIX}build_info gauge\n"
+        f'{PREFIX}build_info{{python="{python}",version="{__version__}"}} 1\n'
     )

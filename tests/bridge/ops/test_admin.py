@@ -47,7 +47,8 @@ async def test_healthz_readyz_and_metrics_answer_on_the_admin_address(sock_dir: 
             resident = resident_bytes(bridge.process.pid)
             await client.aclose()
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
-    # The daemon's own process metrics, once, after the servers': its RSS, not the test's.
+    # The daemon's own metrics, once, after the servers': its version, and its RSS, not the test's.
+    assert metrics.count('mcp_bridge_build_info{python="') == 1
     assert metrics.count("# TYPE process_resident_memory_bytes gauge") == 1
     reported = int(re.search(r"^process_resident_memory_bytes (\d+)$", metrics, re.MULTILINE)[1])
     assert abs(reported - resident) < 2 * 1024 * 1024

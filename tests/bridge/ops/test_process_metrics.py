@@ -1,4 +1,4 @@
-"""The daemon's own process metrics: the Prometheus client libraries' ``process_*`` families, read from /proc.
+"""The daemon process's own metrics: its build info, and the client libraries' ``process_*`` families from /proc.
 
 The parse is checked on a stat line made to trip it; the reading on this test's own process,
 against what the kernel and Python report by other means; the admin endpoint's on a real daemon,
@@ -8,10 +8,13 @@ in tests/bridge/ops/test_admin.py.
 from __future__ import annotations
 
 import os
+import platform
 import resource
+import sys
 import time
 
-from bridge._ops.process_metrics import ProcessSample, parse_stat, read, render
+import bridge
+from bridge._ops.process_metrics import ProcessSample, build_info, parse_stat, read, render
 
 # A command name with spaces and parentheses of its own, then the fields from the third (state)
 # to the 24th (rss): utime 14 = 250, stime 15 = 50, starttime 22 = 1000, vsize 23, rss 24 = 300.
@@ -76,3 +79,11 @@ def test_the_six_families_render_in_the_text_format_with_help_and_type() -> None
         "process_start_time_seconds": "1700000010.25",
     }
     assert sum(line.startswith("# TYPE ") for line in lines) == 6
+
+
+def test_build_info_is_one_gauge_at_1_labelled_with_the_bridges_and_pythons_versions() -> None:
+    help_line, type_line, sample = build_info().splitlines()
+    assert help_line.startswith("# HELP mcp_bridge_build_info ")
+    assert type_line == "# TYPE mcp_bridge_build_info gauge"
+    python = f"{sys.implementation.name} {platform.python_version()}"
+    assert sample == f'mcp_bridge_build_info{{python="{python}",version="{bridge.__version__}"}} 1'
