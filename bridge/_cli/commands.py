@@ -18,6 +18,7 @@ from channels import AddressError, ListenError, parse_address
 
 from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
+from .._ops.descriptors import ensure_descriptors
 from .._ops.heap import Heap, give_back_freed_memory
 from .._ops.logs import configure_logging
 from .._ops.memory import (
@@ -26,6 +27,7 @@ from .._ops.memory import (
     collect_start_up_garbage,
     forget_generated_sources,
 )
+from .._ops.plan import FleetPlan
 from .exits import EXIT_CONFIG, EXIT_CRASH_LOOP, EXIT_FAILURE
 from .serve import check_config, serve, servers_to_run
 from .serve_parser import serve_parser
@@ -76,6 +78,9 @@ def _serve(args: list[str]) -> int:
     configure_logging(options.log_level, options.log_format)
     try:
         configs, reread = servers_to_run(options, command)
+        ensure_descriptors(_connections(configs))
+        if reread is not None:
+            reread = functools.partial(_reread_with_descriptors, reread)
         admin = None
         if options.admin is not None:
             # The admin endpoint's HTTP (h11) loads only with --admin.
@@ -99,6 +104,18 @@ async def _serve_tended(heap: Heap | None, serving: Callable[[], Awaitable[int]]
     if heap is not None:
         trio.lowlevel.spawn_system_task(give_back_freed_memory, heap.free_bytes, heap.trim, name="heap-trim")
     return await serving()
+
+
+def _connections(plan: FleetPlan) -> int:
+    """Connections the plan's servers may serve at once, together (each one's ``--max-connections``)."""
+    return sum(config.limits.max_connections for config in plan.servers.values())
+
+
+def _reread_with_descriptors(reread: Callable[[], FleetPlan]) -> FleetPlan:
+    """``reread()``, with the file descriptor limit raised for the servers it brings (SIGHUP)."""
+    plan = reread()
+    ensure_descriptors(_connections(plan))
+    return plan
 
 
 def _report(exc: Exception) -> int:
