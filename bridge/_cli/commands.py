@@ -18,7 +18,7 @@ from channels import AddressError, ListenError, parse_address
 
 from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
-from .._ops.descriptors import ensure_descriptors
+from .._ops.descriptors import HTTP_SCHEMES, ensure_descriptors
 from .._ops.heap import Heap, give_back_freed_memory
 from .._ops.logs import configure_logging
 from .._ops.memory import (
@@ -78,7 +78,7 @@ def _serve(args: list[str]) -> int:
     configure_logging(options.log_level, options.log_format)
     try:
         configs, reread = servers_to_run(options, command)
-        ensure_descriptors(_connections(configs))
+        ensure_descriptors(*_descriptor_budget(configs))
         if reread is not None:
             reread = functools.partial(_reread_with_descriptors, reread)
         admin = None
@@ -106,15 +106,22 @@ async def _serve_tended(heap: Heap | None, serving: Callable[[], Awaitable[int]]
     return await serving()
 
 
-def _connections(plan: FleetPlan) -> int:
-    """Connections the plan's servers may serve at once, together (each one's ``--max-connections``)."""
-    return sum(config.limits.max_connections for config in plan.servers.values())
+def _descriptor_budget(plan: FleetPlan) -> tuple[int, int]:
+    """The connections the plan's servers may serve at once, and the HTTP addresses it listens on.
+
+    The first is the sum of each server's ``--max-connections``; the second counts each server's
+    own HTTP addresses and the shared HTTP listeners.
+    """
+    servers = plan.servers.values()
+    schemes = [address.scheme for config in servers for address in config.listen]
+    schemes += [listener.url.partition(":")[0] for listener in plan.listeners.values()]
+    return sum(config.limits.max_connections for config in servers), sum(s in HTTP_SCHEMES for s in schemes)
 
 
 def _reread_with_descriptors(reread: Callable[[], FleetPlan]) -> FleetPlan:
     """``reread()``, with the file descriptor limit raised for the servers it brings (SIGHUP)."""
     plan = reread()
-    ensure_descriptors(_connections(plan))
+    ensure_descriptors(*_descriptor_budget(plan))
     return plan
 
 

@@ -9,6 +9,9 @@ most login shells'), kept low for programs that still use select(2), whose ``fd_
 of 256, a bridge needs about 1,350: left at 1024, the connections past about 190 would wait in
 the listen queue while the accept loop waits for a free descriptor.
 
+An HTTP address also holds up to 512 TCP connections of its own (its sessions, and their
+children, are connections), one descriptor each.
+
 So, as systemd's documentation asks of a program that does not use select(2) (trio waits with
 epoll) and as Go's runtime has done for every program since 1.19, the command line raises the soft
 limit at start-up, and again when a reload adds servers, to what its servers need
@@ -31,20 +34,24 @@ logger = logging.getLogger("bridge")
 
 # Descriptors the daemon holds per connection with a child of its own (see above).
 PER_CONNECTION = 5
+# An HTTP address's TCP connections at once (channels/_http/server/front.py MAX_CONNECTIONS), one
+# descriptor each: they come and go beside its sessions, which count as connections.
+HTTP_SLOTS = 512
+HTTP_SCHEMES = frozenset({"http", "https", "http+fd"})
 # Besides its connections: 15 held with no client (measured: stdio, epoll, trio's wake-up pair,
 # the listeners, the example server's pipes), the admin endpoint's, log files, children being
 # started and connections being refused at --max-connections; rounded up generously.
 RESERVE = 64
 
 
-def descriptors_needed(connections: int) -> int:
-    """The soft limit ``connections`` connections with a child each need."""
-    return RESERVE + PER_CONNECTION * connections
+def descriptors_needed(connections: int, http_addresses: int = 0) -> int:
+    """The soft limit for ``connections`` connections with a child each and ``http_addresses``."""
+    return RESERVE + PER_CONNECTION * connections + HTTP_SLOTS * http_addresses
 
 
-def connections_within(limit: int) -> int:
+def connections_within(limit: int, http_addresses: int = 0) -> int:
     """How many connections with a child each fit under a descriptor limit of ``limit``."""
-    return max(0, (limit - RESERVE) // PER_CONNECTION)
+    return max(0, (limit - RESERVE - HTTP_SLOTS * http_addresses) // PER_CONNECTION)
 
 
 def raised_limit(soft: int, hard: int, needed: int) -> int | None:
@@ -58,9 +65,9 @@ def raised_limit(soft: int, hard: int, needed: int) -> int | None:
     return ceiling if ceiling > soft else None
 
 
-def ensure_descriptors(connections: int) -> None:
-    """Raise this process's soft ``RLIMIT_NOFILE`` for ``connections`` connections, or warn."""
-    needed = descriptors_needed(connections)
+def ensure_descriptors(connections: int, http_addresses: int = 0) -> None:
+    """Raise the soft ``RLIMIT_NOFILE`` for ``connections`` and ``http_addresses``, or warn."""
+    needed = descriptors_needed(connections, http_addresses)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     new = raised_limit(soft, hard, needed)
     if new is not None:
@@ -76,11 +83,12 @@ def ensure_descriptors(connections: int) -> None:
     if soft != resource.RLIM_INFINITY and soft < needed:
         logger.warning(
             "the file descriptor limit (%d, hard limit %s) leaves room for about %d of the %d connections "
-            "--max-connections allows, each with a child of its own; raise it (LimitNOFILE= in a systemd "
-            "unit, ulimit -n in a shell) to %d, or lower --max-connections",
+            "--max-connections allows, each with a child of its own (beside %d per HTTP address); raise it "
+            "(LimitNOFILE= in a systemd unit, ulimit -n in a shell) to %d, or lower --max-connections",
             soft,
             "unlimited" if hard == resource.RLIM_INFINITY else hard,
-            connections_within(soft),
+            connections_within(soft, http_addresses),
             connections,
+            HTTP_SLOTS,
             needed,
         )

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bridge._ops.descriptors import connections_within, descriptors_needed, raised_limit
+from bridge._ops.descriptors import HTTP_SLOTS, connections_within, descriptors_needed, raised_limit
+from channels._http.server import front
 
 from conftest import LineClient, bridge_process, call, example_server, poll, result_text
 
@@ -54,6 +55,12 @@ def test_a_connection_with_a_child_of_its_own_is_counted_as_five_descriptors_bes
     assert connections_within(10) == 0
 
 
+def test_an_http_address_adds_a_descriptor_for_each_of_its_connection_slots() -> None:
+    assert HTTP_SLOTS == front.MAX_CONNECTIONS  # the HTTP server's own bound, named twice
+    assert descriptors_needed(256, http_addresses=1) == 1344 + 512
+    assert connections_within(1856, http_addresses=1) == 256
+
+
 def soft_limit_of(pid: int) -> int:
     limits = Path(f"/proc/{pid}/limits").read_text()
     return int(re.search(r"^Max open files\s+(\d+)", limits, re.MULTILINE)[1])
@@ -65,17 +72,24 @@ def with_soft_limit(soft: int) -> list[str]:
 
 
 @needs_room
+@pytest.mark.parametrize(("scheme", "needed"), [("unix", 564), ("http", 564 + 512)])
 async def test_a_bridge_started_with_a_low_soft_limit_raises_it_for_its_max_connections(
-    sock_dir: Path,
+    sock_dir: Path, scheme: str, needed: int
 ) -> None:
+    address = f"unix:{sock_dir}/s.sock" if scheme == "unix" else "http://127.0.0.1:0/mcp"
     with trio.fail_after(TIMEOUT):
         async with bridge_process(
-            "--max-connections", "100", "--listen", f"unix:{sock_dir}/s.sock", "--", *example_server(),
+            "--max-connections",
+            "100",
+            "--listen",
+            address,
+            "--",
+            *example_server(),
             command=with_soft_limit(200),
-        ) as bridge:  # fmt: skip
+        ) as bridge:
             soft = soft_limit_of(bridge.process.pid)
-    assert soft == descriptors_needed(100) == 564
-    assert "file descriptor limit raised from 200 to 564 for 100 connections" in bridge.log()
+    assert soft == needed == descriptors_needed(100, http_addresses=int(scheme == "http"))
+    assert f"file descriptor limit raised from 200 to {needed} for 100 connections" in bridge.log()
 
 
 @needs_room
