@@ -1,7 +1,8 @@
 """WebSocket channels (``ws://``, ``wss://``): one JSON-RPC message per text frame.
 
 ``address`` is the two address kinds (listening, connecting); ``listener`` accepts connections
-and establishes each in its own task; ``upgrade`` is the opening handshake, both sides;
+and establishes each in its own task; ``upgrade`` is the opening handshake's server side and
+``dial`` its client side (loaded only by a client);
 ``channel`` moves messages over an open WebSocket with the ``websockets`` library's sans-I/O core,
 building on its read path (``receiver``) and write path (``sender``); ``frames`` reads and writes
 the common frame shapes without the library's general parser. ``host`` is one socket shared by

@@ -18,7 +18,8 @@ nothing at all within ``ping_timeout`` of   close 1011, and the channel is broke
 a ping (sent every ``ping_interval``)
 ==========================================  ================================================
 
-The opening handshake, both sides, is :mod:`channels._ws.upgrade`; the listener and the accepted
+The opening handshake is :mod:`channels._ws.upgrade` (the server's side) and
+:mod:`channels._ws.dial` (the client's); the listener and the accepted
 connection are :mod:`channels._ws.listener`.
 """
 
@@ -41,7 +42,6 @@ from .._sockets.endpoint import Endpoint, parse_endpoint, resolve_audience, serv
 from .._sockets.tcp import check_exposure, format_host_port, open_tcp_listeners, open_tcp_stream
 from .channel import WebSocketChannel
 from .listener import WebSocketListener
-from .upgrade import request_upgrade
 
 
 class _WebSocketAddress(Address):
@@ -115,6 +115,8 @@ class _WebSocketAddress(Address):
                 handshake, an upgrade refused with another status or not answered in time, or not
                 a WebSocket server.
         """
+        from .dial import request_upgrade  # a client only: a WebSocket server loads no client code
+
         endpoint = self.endpoint
         if endpoint.secure:
             from .._core.tlscontext import client_context  # wss:// only: ws:// loads no TLS module

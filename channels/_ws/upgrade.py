@@ -1,11 +1,11 @@
-"""The WebSocket opening handshake, both sides: the server's answer to an upgrade, the client's request.
+"""The WebSocket opening handshake, the server's side: reading an upgrade request and answering it.
 
 The handshake is the ``websockets`` library's (HTTP parsing, ``Sec-WebSocket-Accept``,
 subprotocol choice); this module moves its bytes. The subprotocol ``mcp`` is offered by our
 client and chosen by our server when the client offers it; a client that offers none is served all
 the same. Before a request is accepted, :class:`~channels._core.guard.RequestGuard` checks Host,
 Origin and the bearer token (with OAuth, :mod:`channels._ws.oauth` checks the token), and a wrong
-path gets 404.
+path gets 404. The client's side is :mod:`channels._ws.dial`, loaded only by a client.
 """
 
 from __future__ import annotations
@@ -17,20 +17,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 import trio
-from websockets.client import ClientProtocol
 from websockets.datastructures import Headers
-from websockets.exceptions import InvalidStatus
 from websockets.http11 import Request, Response
-from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
-from websockets.uri import parse_uri
 
 from .._core.channel import PeerInfo
 from .._core.fdio import RECEIVE_SIZE
 from .._core.guard import Rejection, RequestGuard
 from .._core.listener import CredentialsRefused, HandshakeError
-from .._core.options import AccessDenied, ConnectError, ConnectOptions
 from .channel import WebSocketChannel
 
 if TYPE_CHECKING:  # a listener with OAuth settings has loaded them; others never do
@@ -183,47 +178,6 @@ async def accept_upgrade(
     return WebSocketChannel(stream, protocol, peer, max_message_bytes, received)
 
 
-async def request_upgrade(
-    stream: trio.abc.Stream, address: object, options: ConnectOptions
-) -> ClientProtocol:
-    """Send the upgrade request for ``address`` (with ``options.token``) and read the response.
-
-    Raises:
-        AccessDenied: refused with 401 or 403.
-        ConnectError: refused otherwise, or not a WebSocket server.
-    """
-    protocol = ClientProtocol(
-        parse_uri(str(address)),
-        subprotocols=[SUBPROTOCOL],
-        max_size=options.max_message_bytes,
-        logger=wire_logger,
-    )
-    request = protocol.connect()
-    if options.token is not None:
-        request.headers["Authorization"] = f"Bearer {options.token}"
-    protocol.send_request(request)
-    try:
-        await stream.send_all(b"".join(protocol.data_to_send()))
-        while protocol.state is State.CONNECTING and protocol.handshake_exc is None:
-            data = await stream.receive_some(RECEIVE_SIZE)
-            if data:
-                protocol.receive_data(data)
-            else:
-                protocol.receive_eof()
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise ConnectError(f"{address}: connection lost during the upgrade: {exc}") from None
-    failure = protocol.handshake_exc
-    if isinstance(failure, InvalidStatus):
-        status = failure.response.status_code
-        error = AccessDenied if status in (401, 403) else ConnectError
-        raise error(
-            f"{address}: upgrade refused with HTTP {status}" + _rejection_detail(bytes(failure.response.body))
-        )
-    if failure is not None:
-        raise ConnectError(f"{address}: not a WebSocket server: {failure}")
-    return protocol
-
-
 def _select_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
     """``mcp`` if the client offers it; otherwise no subprotocol (not a refusal)."""
     return SUBPROTOCOL if SUBPROTOCOL in offered else None
@@ -309,10 +263,3 @@ async def _send_response(
         await stream.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         raise HandshakeError(f"connection lost while answering the upgrade: {exc}") from None
-
-
-def _rejection_detail(body: bytes | None) -> str:
-    if not body:
-        return ""
-    text = body[:200].decode(errors="replace")
-    return f": {text}"
