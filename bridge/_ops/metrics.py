@@ -25,22 +25,33 @@ def _number(value: float) -> str:
     return str(value) if isinstance(value, int) else repr(float(value))
 
 
-def _samples(name: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> list[str]:
+def _samples(
+    name: str, samples: Iterable[tuple[Mapping[str, str], float]], prefix: str = PREFIX
+) -> list[str]:
     lines = []
     for labels, value in samples:
         label_text = ",".join(f'{key}="{_escape(text)}"' for key, text in sorted(labels.items()))
         lines.append(
-            f"{PREFIX}{name}{{{label_text}}} {_number(value)}"
+            f"{prefix}{name}{{{label_text}}} {_number(value)}"
             if label_text
-            else f"{PREFIX}{name} {_number(value)}"
+            else f"{prefix}{name} {_number(value)}"
         )
     return lines
 
 
-def _family(
-    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
+def family(
+    name: str,
+    kind: str,
+    help_text: str,
+    samples: Iterable[tuple[Mapping[str, str], float]],
+    prefix: str = PREFIX,
 ) -> list[str]:
-    return [f"# HELP {PREFIX}{name} {help_text}", f"# TYPE {PREFIX}{name} {kind}", *_samples(name, samples)]
+    """One metric family's lines: HELP, TYPE, then each sample (its labels sorted and escaped)."""
+    return [
+        f"# HELP {prefix}{name} {help_text}",
+        f"# TYPE {prefix}{name} {kind}",
+        *_samples(name, samples, prefix),
+    ]
 
 
 def _request_families(requests: RequestMetrics, base: Mapping[str, str]) -> list[list[str]]:
@@ -60,13 +71,13 @@ def _request_families(requests: RequestMetrics, base: Mapping[str, str]) -> list
         histogram.extend(_samples("request_duration_seconds_sum", [(labels, total)]))
         histogram.extend(_samples("request_duration_seconds_count", [(labels, running)]))
     return [
-        _family(
+        family(
             "requests_total",
             "counter",
             "Requests received from clients, by method class.",
             [({**base, "method_class": klass}, count) for klass, count in sorted(requests.requests.items())],
         ),
-        _family(
+        family(
             "request_errors_total",
             "counter",
             "Error replies sent to clients (the child's or the bridge's), by class and code.",
@@ -89,38 +100,38 @@ def render(
         for transport, count in sorted(stats.connections_by_transport.items())
     ]
     families = [
-        _family(
+        family(
             "up",
             "gauge",
             "1 while the bridge is healthy (listening, shared child ready).",
             [(base, 1 if healthy else 0)],
         ),
-        _family("connections", "gauge", "Client connections being served.", [(base, stats.connections)]),
-        _family(
+        family("connections", "gauge", "Client connections being served.", [(base, stats.connections)]),
+        family(
             "connections_accepted_total",
             "counter",
             "Client connections accepted, by transport (refused ones included).",
             by_transport or [({**base, "transport": "none"}, 0)],
         ),
-        _family(
+        family(
             "connections_refused_total",
             "counter",
             "Connections refused: over --max-connections, or their child failed to start.",
             [(base, stats.connections_refused)],
         ),
-        _family(
+        family(
             "handshakes_failed_total",
             "counter",
             "Connections that failed TLS, the WebSocket upgrade or authentication.",
             [(base, stats.handshakes_failed)],
         ),
-        _family(
+        family(
             "http_sessions_evicted_total",
             "counter",
             "HTTP sessions ended at --max-sessions to make room (the least recently used idle one).",
             [(base, stats.sessions_evicted)],
         ),
-        _family(
+        family(
             "oauth_tokens_total",
             "counter",
             "OAuth access tokens checked by HTTP and WebSocket listeners, by outcome.",
@@ -129,45 +140,45 @@ def render(
                 for (listener, outcome), count in sorted(stats.oauth_tokens.items())
             ],
         ),
-        _family(
+        family(
             "requests_in_flight", "gauge", "Requests awaiting a reply.", [(base, stats.requests_in_flight)]
         ),
-        _family("children", "gauge", "Child processes serving clients.", [(base, stats.children)]),
-        _family(
+        family("children", "gauge", "Child processes serving clients.", [(base, stats.children)]),
+        family(
             "children_prespawned",
             "gauge",
             "Children started ahead of connections.",
             [(base, stats.prespawned)],
         ),
-        _family(
+        family(
             "child_restarts_total", "counter", "Restarts of the shared child.", [(base, stats.child_restarts)]
         ),
-        _family(
+        family(
             "child_idle_stops_total",
             "counter",
             'Children stopped after idle_stop with no client (start = "on-demand").',
             [(base, stats.idle_stops)],
         ),
-        _family(
+        family(
             "child_dropped_lines_total",
             "counter",
             "Lines from children dropped because they were not JSON-RPC.",
             [(base, stats.child_garbage_lines)],
         ),
-        _family(
+        family(
             "stray_replies_total",
             "counter",
             "Replies from children dropped because they answered no request in flight "
             "(a second reply, or an unknown id).",
             [(base, stats.stray_replies)],
         ),
-        _family(
+        family(
             "received_bytes_total",
             "counter",
             "Bytes read from clients, framing included.",
             [(base, stats.bytes_from_clients)],
         ),
-        _family(
+        family(
             "sent_bytes_total",
             "counter",
             "Bytes written to clients, framing included.",

@@ -23,7 +23,7 @@ import sys
 import attrs
 
 from .._version import __version__
-from .metrics import PREFIX
+from .metrics import family
 
 STAT = "/proc/self/stat"
 FDS = "/proc/self/fd"
@@ -113,16 +113,17 @@ def render(sample: ProcessSample) -> str:
         ),
     )
     return "".join(
-        f"# HELP process_{name} {help_text}\n# TYPE process_{name} {kind}\nprocess_{name} {value!r}\n"
+        line + "\n"
         for name, kind, help_text, value in families
+        for line in family(name, kind, help_text, [({}, value)], prefix="process_")
     )
 
 
 def build_info() -> str:
     """``mcp_bridge_build_info``: always 1, labelled with the bridge's and Python's versions."""
     python = f"{sys.implementation.name} {'.'.join(map(str, sys.version_info[:3]))}"
-    return (
-        f"# HELP {PREFIX}build_info The mcp-bridge version and the Python it runs on; always 1.\n"
-        f"# TYPE {PREFIX}build_info gauge\n"
-        f'{PREFIX}build_info{{python="{python}",version="{__version__}"}} 1\n'
+    labels = {"python": python, "version": __version__}
+    lines = family(
+        "build_info", "gauge", "The mcp-bridge version and the Python it runs on; always 1.", [(labels, 1)]
     )
+    return "".join(line + "\n" for line in lines)
