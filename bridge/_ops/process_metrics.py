@@ -16,6 +16,7 @@ describe the one process that serves them all, children not included.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import sys
@@ -67,6 +68,7 @@ def parse_stat(
     )
 
 
+@functools.cache  # the boot time does not change: /proc/stat is read at the first scrape only
 def _boot_time() -> float:
     with open(SYSTEM_STAT) as system:
         for line in system:
