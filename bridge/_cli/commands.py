@@ -18,7 +18,7 @@ from channels import AddressError, ListenError, parse_address
 
 from .._child.restarts import CrashLoop
 from .._errors import ChildStartError, ConfigError
-from .._ops.descriptors import HTTP_SCHEMES, ensure_descriptors
+from .._ops.descriptors import HTTP_LISTENER_SCHEMES, ensure_descriptors
 from .._ops.heap import Heap, give_back_freed_memory
 from .._ops.logs import configure_logging
 from .._ops.memory import (
@@ -115,7 +115,9 @@ def _descriptor_budget(plan: FleetPlan) -> tuple[int, int]:
     servers = plan.servers.values()
     schemes = [address.scheme for config in servers for address in config.listen]
     schemes += [listener.url.partition(":")[0] for listener in plan.listeners.values()]
-    return sum(config.limits.max_connections for config in servers), sum(s in HTTP_SCHEMES for s in schemes)
+    return sum(config.limits.max_connections for config in servers), sum(
+        s in HTTP_LISTENER_SCHEMES for s in schemes
+    )
 
 
 def _reread_with_descriptors(reread: Callable[[], FleetPlan]) -> FleetPlan:

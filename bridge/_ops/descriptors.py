@@ -37,7 +37,9 @@ PER_CONNECTION = 5
 # An HTTP address's TCP connections at once (channels/_http/server/front.py MAX_CONNECTIONS), one
 # descriptor each: they come and go beside its sessions, which count as connections.
 HTTP_SLOTS = 512
-HTTP_SCHEMES = frozenset({"http", "https", "http+fd"})
+# Every HTTP address kind, a socket-activated one (http+fd) included: each has those slots.
+# (bridge/_cli/serve.py's HTTP_SCHEMES are the network ones, those --cors-origin and its kin need.)
+HTTP_LISTENER_SCHEMES = frozenset({"http", "https", "http+fd"})
 # Besides its connections: 15 held with no client (measured: stdio, epoll, trio's wake-up pair,
 # the listeners, the example server's pipes), the admin endpoint's, log files, children being
 # started and connections being refused at --max-connections; rounded up generously.
