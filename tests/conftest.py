@@ -125,6 +125,25 @@ def example_server(*flags: str) -> tuple[str, ...]:
     return (sys.executable, str(EXAMPLE_SERVER), *flags)
 
 
+def servers_file(
+    path: Path,
+    directory: Path,
+    names: list[str],
+    *,
+    child: str = "per-connection",
+    max_connections: int | None = None,
+) -> None:
+    """Write a configuration file of ``names``, each serving the example server on ``DIRECTORY/NAME.sock``."""
+
+    def server(name: str) -> str:
+        text = f'[servers.{name}]\ncommand = {json.dumps(example_server())}\nchild = "{child}"\n'
+        if max_connections is not None:
+            text += f"[servers.{name}.limits]\nmax_connections = {max_connections}\n"
+        return text + f'[[servers.{name}.listeners]]\nkind = "unix"\npath = "{directory}/{name}.sock"\n'
+
+    path.write_text("".join(map(server, names)))
+
+
 # A child that writes its pid to the file it is given (whole: written aside, then renamed) and then
 # reads nothing: requests pile up in front of it, until the test kills it.
 _DEAF_CHILD = r"""

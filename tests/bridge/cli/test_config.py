@@ -18,7 +18,7 @@ from bridge._cli.serve import build_serve_config
 from bridge._cli.serve_parser import serve_parser
 from bridge._errors import ConfigError
 
-from conftest import EXAMPLE_SERVER, LineClient, bridge_process, call, poll, result_text
+from conftest import EXAMPLE_SERVER, LineClient, bridge_process, call, poll, result_text, servers_file
 
 TIMEOUT = 20
 TOKEN = "config-token-0123456789abcdef"
@@ -285,16 +285,6 @@ def test_the_example_in_the_template_unit_is_a_valid_configuration(tmp_path: Pat
     [config] = serve_configs(read(str(path))).values()
     assert [str(address) for address in config.listen] == ["fd:mcp"]
     assert config.child.argv[:2] == ("npx", "-y")
-
-
-def servers_file(path: Path, directory: Path, names: list[str], child: str = "per-connection") -> None:
-    path.write_text(
-        "".join(
-            f'[servers.{name}]\ncommand = {toml_list(SERVER)}\nchild = "{child}"\n'
-            f'[[servers.{name}.listeners]]\nkind = "unix"\npath = "{directory}/{name}.sock"\n'
-            for name in names
-        )
-    )
 
 
 async def test_sighup_starts_added_servers_stops_removed_ones_and_leaves_the_others_and_their_clients_alone(

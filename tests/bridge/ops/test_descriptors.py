@@ -6,7 +6,6 @@ real processes started with a low limit (``ulimit``), whose connections each hol
 
 from __future__ import annotations
 
-import json
 import re
 import resource
 import shutil
@@ -20,7 +19,7 @@ import trio
 from bridge._ops.descriptors import HTTP_SLOTS, connections_within, descriptors_needed, raised_limit
 from channels._http.server import front
 
-from conftest import LineClient, bridge_process, call, example_server, poll, result_text
+from conftest import LineClient, bridge_process, call, example_server, poll, result_text, servers_file
 
 TIMEOUT = 30  # seconds: forty children started on a loaded CI machine
 INFINITY = resource.RLIM_INFINITY
@@ -134,28 +133,16 @@ async def test_a_hard_limit_too_low_is_a_warning_that_says_what_to_raise_and_the
     assert "LimitNOFILE=" in warning and "ulimit -n" in warning and "564" in warning
 
 
-def servers_file(path: Path, directory: Path, names: list[str]) -> None:
-    """A configuration file of ``names``, each on a Unix socket, allowing 50 connections."""
-    path.write_text(
-        "".join(
-            f"[servers.{name}]\ncommand = {json.dumps(example_server())}\n"
-            f"[servers.{name}.limits]\nmax_connections = 50\n"
-            f'[[servers.{name}.listeners]]\nkind = "unix"\npath = "{directory}/{name}.sock"\n'
-            for name in names
-        )
-    )
-
-
 @needs_room
 async def test_a_reload_that_adds_servers_raises_the_limit_again_for_their_connections(
     sock_dir: Path,
 ) -> None:
     config = sock_dir / "bridge.toml"
-    servers_file(config, sock_dir, ["alpha"])
+    servers_file(config, sock_dir, ["alpha"], max_connections=50)
     with trio.fail_after(TIMEOUT):
         async with bridge_process("--config", str(config), command=with_soft_limit(200)) as bridge:
             started = soft_limit_of(bridge.process.pid)
-            servers_file(config, sock_dir, ["alpha", "beta"])
+            servers_file(config, sock_dir, ["alpha", "beta"], max_connections=50)
             bridge.process.send_signal(signal.SIGHUP)
             await poll(lambda: (sock_dir / "beta.sock").exists())
             reloaded = soft_limit_of(bridge.process.pid)
