@@ -14,7 +14,10 @@ import sys
 import time
 
 import bridge
+from bridge._limits import MiB
 from bridge._ops.process_metrics import ProcessSample, build_info, parse_stat, read, render
+
+from conftest import resident_bytes
 
 # A command name with spaces and parentheses of its own, then the fields from the third (state)
 # to the 24th (rss): utime 14 = 250, stime 15 = 50, starttime 22 = 1000, vsize 23, rss 24 = 300.
@@ -35,23 +38,14 @@ def test_stat_fields_are_counted_after_the_last_parenthesis_of_the_command_name(
     )
 
 
-def resident_kib() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-
-
 def test_a_reading_of_this_process_agrees_with_what_the_kernel_and_python_report() -> None:
-    cpu_before, rss_before = sum(os.times()[:2]), resident_kib()
+    cpu_before, rss_before = sum(os.times()[:2]), resident_bytes(os.getpid())
     sample = read()
-    cpu_after, rss_after = sum(os.times()[:2]), resident_kib()
+    cpu_after, rss_after = sum(os.times()[:2]), resident_bytes(os.getpid())
     assert sample is not None
     ticks = os.sysconf("SC_CLK_TCK")  # the same clock ticks, compared as ticks (float sums are not exact)
     assert round(cpu_before * ticks) <= round(sample.cpu_seconds * ticks) <= round(cpu_after * ticks)
-    assert (
-        min(rss_before, rss_after) - 1024
-        <= sample.resident_bytes // 1024
-        <= max(rss_before, rss_after) + 1024
-    )
+    assert min(rss_before, rss_after) - MiB <= sample.resident_bytes <= max(rss_before, rss_after) + MiB
     assert sample.virtual_bytes > sample.resident_bytes
     assert 0 < sample.start_time_seconds <= time.time()
     assert abs(sample.open_fds - len(os.listdir("/proc/self/fd"))) <= 1  # each listing opens one
