@@ -459,6 +459,7 @@ async def bridge_process(
     *args: str,
     listeners: int = 1,
     max_open_files: int | None = None,
+    soft_open_files: int | None = None,
     command: list[str] | None = None,
     cwd: Path = REPO,
 ) -> AsyncIterator[BridgeProcess]:
@@ -466,12 +467,15 @@ async def bridge_process(
 
     Its stderr is collected in ``stderr_lines`` while the block runs. On exit the process gets
     SIGTERM if still running, SIGKILL after 10 s, and is always reaped. ``max_open_files`` lowers
-    its file descriptor limit (``RLIMIT_NOFILE``); ``command`` runs another ``mcp-bridge`` (an
+    its file descriptor limit (``RLIMIT_NOFILE``, soft and hard), ``soft_open_files`` the soft one
+    alone; ``command`` runs another ``mcp-bridge`` (an
     installed one) in place of ``python -m bridge``, in ``cwd``.
     """
     argv = [*command, *args] if command is not None else bridge_argv(*args)
     if max_open_files is not None:  # prlimit(1) would do too; the shell's ulimit is everywhere
         argv = ["sh", "-c", f'ulimit -n {max_open_files} && exec "$@"', "sh", *argv]
+    if soft_open_files is not None:
+        argv = ["sh", "-c", f'ulimit -Sn {soft_open_files} && exec "$@"', "sh", *argv]
     process = await trio.lowlevel.open_process(
         argv,
         stdin=subprocess.DEVNULL,

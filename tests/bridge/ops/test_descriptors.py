@@ -10,7 +10,6 @@ import re
 import resource
 import shutil
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -65,11 +64,6 @@ def soft_limit_of(pid: int) -> int:
     return int(re.search(r"^Max open files\s+(\d+)", limits, re.MULTILINE)[1])
 
 
-def with_soft_limit(soft: int) -> list[str]:
-    """``python -m bridge``, started with a soft ``RLIMIT_NOFILE`` of ``soft`` (the hard one as it is)."""
-    return ["sh", "-c", f'ulimit -Sn {soft} && exec "$@"', "sh", sys.executable, "-m", "bridge"]
-
-
 @needs_room
 @pytest.mark.parametrize(("scheme", "needed"), [("unix", 564), ("http", 564 + 512)])
 async def test_a_bridge_started_with_a_low_soft_limit_raises_it_for_its_max_connections(
@@ -84,7 +78,7 @@ async def test_a_bridge_started_with_a_low_soft_limit_raises_it_for_its_max_conn
             address,
             "--",
             *example_server(),
-            command=with_soft_limit(200),
+            soft_open_files=200,
         ) as bridge:
             soft = soft_limit_of(bridge.process.pid)
     assert soft == needed == descriptors_needed(100, http_addresses=int(scheme == "http"))
@@ -102,7 +96,7 @@ async def test_every_connection_max_connections_allows_gets_a_child_even_from_a_
     with trio.fail_after(TIMEOUT):
         async with bridge_process(
             "--max-connections", "40", "--child", "per-connection", "--listen", f"unix:{sock_dir}/s.sock",
-            "--", cat, command=with_soft_limit(128),
+            "--", cat, soft_open_files=128,
         ) as bridge:  # fmt: skip
             clients = [await LineClient.open(bridge.addresses[0]) for _ in range(40)]
             for number, client in enumerate(clients):
@@ -140,7 +134,7 @@ async def test_a_reload_that_adds_servers_raises_the_limit_again_for_their_conne
     config = sock_dir / "bridge.toml"
     servers_file(config, sock_dir, ["alpha"], max_connections=50)
     with trio.fail_after(TIMEOUT):
-        async with bridge_process("--config", str(config), command=with_soft_limit(200)) as bridge:
+        async with bridge_process("--config", str(config), soft_open_files=200) as bridge:
             started = soft_limit_of(bridge.process.pid)
             servers_file(config, sock_dir, ["alpha", "beta"], max_connections=50)
             bridge.process.send_signal(signal.SIGHUP)
