@@ -79,6 +79,20 @@ class Admission:
         """
         return self._ready.is_set()
 
+    def may_wait(self, message: JSONObject) -> bool:
+        """Whether :meth:`admit` may wait before it takes or answers ``message``.
+
+        It waits for the child to be ready, and a later ``initialize`` for the first client's
+        handshake while that is still at the child. A caller holding messages already admitted
+        sends them first: the handshake it would wait for may be among them (one client's two
+        ``initialize`` requests in one read).
+        """
+        if "id" not in message or "method" not in message:
+            return False  # a notification or a response: never waits
+        if message["method"] == "initialize" and self._handshake.wire_id is not None:
+            return True
+        return not self._ready.is_set()
+
     def child_ready(self) -> None:
         """A child is serving: requests go to it."""
         self._ready.set()

@@ -260,6 +260,8 @@ class ClientReader:
     Args:
         limits: bounds and timeouts (``max_consecutive_errors``, ``send_timeout``).
         admit: the child's copy of a valid client message, or None if it was answered or dropped.
+        may_wait: whether ``admit`` may wait before it takes a message (what was admitted before
+            it is sent first).
         send_to_child_checked: forwards admitted messages; requests that cannot reach the child
             are answered.
         deliver: queues a message for a client.
@@ -269,6 +271,7 @@ class ClientReader:
 
     limits: Limits
     _admit: Callable[[Client, JSONObject], Awaitable[JSONObject | None]]
+    _may_wait: Callable[[JSONObject], bool]
     _send_to_child_checked: Callable[[Sequence[JSONObject]], Awaitable[None]]
     _deliver: Callable[[ClientKey, JSONObject, int], None]
     _drop: Callable[[Client, str, str], None]
@@ -313,6 +316,9 @@ class ClientReader:
                     return -1
                 continue
             consecutive_errors = 0
+            if forward and self._may_wait(item):  # what it waits for may be in ``forward``
+                await self._send_to_child_checked(forward)
+                forward = []
             routed = await self._admit(client, item)
             if routed is not None:
                 forward.append(routed)

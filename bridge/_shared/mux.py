@@ -113,7 +113,13 @@ class SharedChild:
             self.tool_scopes,
         )
         self._reader = ClientReader(
-            limits, admission.admit, link.send_checked, clients.deliver, clients.drop, clients.fail
+            limits,
+            admission.admit,
+            admission.may_wait,
+            link.send_checked,
+            clients.deliver,
+            clients.drop,
+            clients.fail,
         )
         self.supervisor = Supervisor(self.spec, limits, self.policy, on_state=self._state_changed)
 
