@@ -54,7 +54,19 @@ class Handshake:
 
     def answered(self, message: JSONObject) -> None:
         """The child answered the first client's ``initialize`` (``wire_id``) with ``message``."""
-        self.result = message.get("result")
+        self._settle(message.get("result"))
+
+    def child_gone(self) -> None:
+        """The child went: a first ``initialize`` still at it failed with it.
+
+        The later ones waiting for it (:meth:`answer`) are answered with an error now, not after
+        :data:`HANDSHAKE_TIMEOUT`.
+        """
+        if self.wire_id is not None:
+            self._settle(None)
+
+    def _settle(self, result: Any) -> None:
+        self.result = result
         self.wire_id = None
         self.done.set()
         if self.result is None:  # it failed: the next initialize tries again

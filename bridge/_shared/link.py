@@ -151,7 +151,7 @@ class ChildLink:
                     ),
                     256,
                 )
-            self._handshake.wire_id = None
+            self._handshake.child_gone()
 
     # -- reading the child -----------------------------------------------------------------------
 
