@@ -39,10 +39,18 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 _NO_TOKEN = object()
 
+
 # Wire ids of requests the bridge stopped waiting for (cancelled, timed out, their client gone),
 # remembered so that the child's late reply to one is told from a stray one (a duplicate, an
 # unknown id). Four times inflight.REMEMBERED_CANCELLATIONS: one child serves many clients.
 FORGOTTEN_WIRE_IDS = 1024
+
+
+def names_a_subscription(message: JSONObject) -> bool:
+    """Whether a notification is tagged with a subscription id, whether or not it is still open."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and SUBSCRIPTION_ID in meta
 
 
 # Not attrs.frozen: a frozen __init__ sets each field through object.__setattr__, a measurable part
