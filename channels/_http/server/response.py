@@ -41,10 +41,6 @@ JSON_HEADERS = ((b"content-type", b"application/json"),)
 # most answers come well within it, and a watch costs a task. Past it, the wait goes on while the
 # connection is watched, so that a client that leaves is noticed at once (it may be a cancel).
 QUICK_WAIT = 1.0
-NO_ANSWER = (
-    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Connection closed",'
-    b'"data":{"reason":"no-answer"}}}'
-)
 
 
 @attrs.frozen
@@ -204,9 +200,8 @@ async def _answer_as_json(
             await connection.respond(status, style.json_headers, data)
             stream.written(seq, replayable=False)
             return True
-    if not stream.unwritten and stream.ended:  # the channel closed without an answer (never expected)
-        await connection.respond(503, style.json_headers, NO_ANSWER)
-        return True
+    # Ended with nothing to write: the client cancelled the request, and no answer may come (MCP
+    # cancellation). The event stream below then ends with no event, as one already begun does.
     return None
 
 
