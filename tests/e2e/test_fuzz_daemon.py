@@ -1,0 +1,132 @@
+"""Fuzzing a whole daemon: several clients' message streams, interleaved, into real children, in
+shared mode and per connection (docs/design.md §5.1 to §5.3 and §8, end to end).
+
+The router's property test (tests/bridge/shared/test_router.py) checks shared mode's id mapping
+alone. This one runs the daemon in this process with the example server as its child, on a Unix
+socket, and lets Hypothesis write what two to four clients send and in what order:
+
+- calls whose ids collide between clients (numbers and strings, the same value as both types),
+  progress tokens that collide too, 2026-07-28 calls, ``server/discover`` and
+  ``subscriptions/listen`` (whose notifications carry the client's id);
+- cancellations of a client's own requests and of ids it never sent, and an id sent again while
+  it may still be in flight;
+- ``initialize``, ``ping``, unknown methods, notifications, replies to requests nobody made, and
+  lines that are not JSON-RPC.
+
+Each client then ends its side and reads to the end, or vanishes at once without reading. Each
+runs under one of :data:`SETTINGS`: default limits, tight ones, a shared child that crashes every
+few requests, and both.
+
+The invariant, for every client that stayed:
+
+- each request gets exactly one reply per time it was sent (at most one once cancelled), with its
+  id as sent, value and type;
+- calls get their own results, or an error the setting allows;
+- each bad line gets exactly one error;
+- every progress and subscription notification names one of the client's own tokens or
+  subscriptions, as many as the child sent for it;
+- nothing else arrives.
+
+And for the daemon: nothing logged with a traceback or at ERROR, no child wrote junk, the shared
+child restarted only if made to crash, a client arriving afterwards is served, and once every
+client has gone no request is left in flight, no connection open and no child of a connection's
+left running.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import pytest
+import trio
+from daemon_fuzzing import EXAMPLE_DEADLINE, MODES, Expected, Script, Setting, check, lines_of, scripts
+from fuzzing import fuzz_settings, watching_logs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import LineClient, example_server, poll, result_text, running_bridge
+
+
+async def run_clients(address: str, scripts: list[Script], order: list[int], errors: frozenset[int]) -> None:
+    """Connect a client per script, write their lines in ``order`` (a client's number per line),
+    end each, read each that stayed to its end, and check what it got."""
+    expected = [Expected() for _ in scripts]
+    lines = [lines_of(number, script, expected[number]) for number, script in enumerate(scripts)]
+    clients = [await LineClient.open(address) for _ in scripts]
+    received: list[list[dict[str, Any]]] = [[] for _ in scripts]
+
+    async def read(number: int) -> None:
+        received[number] = await clients[number].receive_until_eof()
+
+    async with trio.open_nursery() as nursery:
+        for number, script in enumerate(scripts):
+            if not script.vanish:
+                nursery.start_soon(read, number)
+        pending = [iter(client_lines) for client_lines in lines]
+        for number in order:
+            line = next(pending[number], None)
+            if line is not None:
+                await clients[number].send_raw(line)
+        for number, script in enumerate(scripts):
+            for line in pending[number]:  # what the order left unsent
+                await clients[number].send_raw(line)
+            if script.vanish:
+                await clients[number].aclose()
+            else:
+                await clients[number].send_eof()
+    for number, script in enumerate(scripts):
+        if not script.vanish:
+            check(number, expected[number], received[number], errors)
+            await clients[number].aclose()
+
+
+async def served(address: str, errors: frozenset[int]) -> None:
+    """A client arriving afterwards gets its echo, or one of ``errors`` (a timeout while the child
+    starts, the child's crash)."""
+    client = await LineClient.open(address)
+    reply = await client.call("after", "echo", text="served")
+    if not errors or "result" in reply:
+        assert result_text(reply) == "served", reply
+    else:
+        assert reply["error"]["code"] in errors, reply
+    await client.aclose()
+
+
+@pytest.mark.parametrize(("child_mode", "setting"), MODES)
+@fuzz_settings(share=0.5)
+@given(scripts=st.lists(scripts, min_size=2, max_size=4), data=st.data())
+def test_any_clients_messages_get_exactly_their_own_replies_and_leave_nothing_behind(
+    child_mode: str, setting: Setting, scripts: list[Script], data: st.DataObject
+) -> None:
+    total = sum(len(script.kinds) for script in scripts)
+    order = data.draw(
+        st.lists(st.integers(0, len(scripts) - 1), min_size=total, max_size=total), label="order"
+    )
+
+    async def main(directory: str) -> None:
+        with trio.fail_after(EXAMPLE_DEADLINE):
+            async with running_bridge(
+                example_server(*setting.child_flags),
+                [f"unix:{directory}/s.sock"],
+                child_mode=child_mode,
+                limits=setting.limits,
+                restart_policy=setting.restart_policy,
+            ) as daemon:
+                await run_clients(daemon.addresses[0], scripts, order, setting.errors)
+                await served(daemon.addresses[0], setting.errors)
+                children_left = 1 if child_mode == "shared" else 0
+                await poll(
+                    lambda: (
+                        (daemon.statistics().connections, daemon.statistics().children) == (0, children_left)
+                    )
+                )
+                statistics = daemon.statistics()
+                assert statistics.requests_in_flight == 0
+                assert statistics.child_garbage_lines == 0
+                if not setting.child_flags:
+                    assert statistics.child_restarts == 0
+
+    with watching_logs() as watch, tempfile.TemporaryDirectory(prefix="mb-", dir="/tmp") as directory:
+        trio.run(main, directory)
+    assert not watch.faults(), watch.faults()

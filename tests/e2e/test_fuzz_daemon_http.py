@@ -1,0 +1,134 @@
+"""Fuzzing a whole daemon over Streamable HTTP: the clients of tests/e2e/test_fuzz_daemon.py, each
+a legacy session, every line a POST of its own (docs/design.md §8).
+
+Each client opens a session (``initialize``), then POSTs each of its lines at once, each on a
+connection of its own, so that they reach the daemon in any order and overlap; a client that
+vanishes closes each connection as soon as its POST is written, reading nothing. What the
+responses carry, JSON bodies and the events of event streams, is checked as the stream test checks
+a client's lines (:func:`daemon_fuzzing.check`), and a notification or a stray reply must get 202
+with no body. Legacy sessions only: the 2026-07-28 requests are left out of the scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+from daemon_fuzzing import (
+    EXAMPLE_DEADLINE,
+    MODERN_KINDS,
+    MODES,
+    Expected,
+    Script,
+    Setting,
+    check,
+    lines_of,
+    scripts,
+)
+from fuzzing import fuzz_settings, watching_logs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge._errors import REQUEST_TIMEOUT
+
+from conftest import example_server, poll, request, running_bridge
+from rawhttp import POST_HEADERS, RawHttp, Response, parse_events
+
+VERSION = "2025-06-18"  # a legacy version whose clients do not resume (no priming events)
+
+
+def messages_of(response: Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages a POST's response carried: none with 202, its body, or its events."""
+    if response.status == 202:
+        assert response.body == b"", response
+        return []
+    if response.header("content-type") == "text/event-stream":
+        events, _ = parse_events(response.body)
+        return [json.loads(event["data"]) for event in events if event.get("data")]
+    assert response.header("content-type") == "application/json", response
+    return [json.loads(response.body)]
+
+
+async def open_session(port: int) -> list[tuple[str, str]]:
+    """The headers of a new legacy session's POSTs. Under a request timeout its ``initialize`` may
+    time out (the session then ends with it): it is tried again until it opens one."""
+    params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}
+    while True:
+        client = await RawHttp.open(port)
+        response = await client.request("POST", "/mcp", POST_HEADERS, request("open", "initialize", params))
+        await client.aclose()
+        assert response.status == 200, response
+        if "result" in response.json():
+            session = response.header("mcp-session-id") or ""
+            return [*POST_HEADERS, ("mcp-session-id", session), ("mcp-protocol-version", VERSION)]
+        assert response.json()["error"]["code"] == REQUEST_TIMEOUT, response
+
+
+async def run_sessions(port: int, scripts: list[Script], errors: frozenset[int]) -> None:
+    """Open a session per script, POST every line of every session at once, and check what each
+    session that stayed got."""
+    expected = [Expected() for _ in scripts]
+    lines = [lines_of(number, script, expected[number]) for number, script in enumerate(scripts)]
+    sessions = [await open_session(port) for _ in scripts]
+    received: list[list[dict[str, Any]]] = [[] for _ in scripts]
+
+    async def post_line(number: int, line: bytes) -> None:
+        client = await RawHttp.open(port)
+        try:
+            if scripts[number].vanish:
+                await client.send_request("POST", "/mcp", sessions[number], line.rstrip(b"\n"))
+                return
+            response = await client.request("POST", "/mcp", sessions[number], line.rstrip(b"\n"))
+        finally:
+            await client.aclose()
+        received[number].extend(messages_of(response))
+
+    async with trio.open_nursery() as nursery:
+        for number, client_lines in enumerate(lines):
+            for line in client_lines:
+                nursery.start_soon(post_line, number, line)
+    for number, script in enumerate(scripts):
+        if not script.vanish:
+            check(number, expected[number], received[number], errors)
+
+
+# Per connection, a session's child starts within its initialize, which a 5 ms request timeout
+# never leaves it time for: no session could open.
+HTTP_MODES = [
+    mode
+    for mode in MODES
+    if not (mode.values[0] == "per-connection" and mode.values[1].limits.request_timeout)
+]
+
+
+@pytest.mark.parametrize(("child_mode", "setting"), HTTP_MODES)
+@fuzz_settings(share=0.3)  # an example costs about 0.4 s here, several times a stream one
+@given(scripts=st.lists(scripts, min_size=2, max_size=4))
+def test_any_sessions_posts_get_exactly_their_own_replies_and_leave_nothing_behind(
+    child_mode: str, setting: Setting, scripts: list[Script]
+) -> None:
+    for script in scripts:
+        script.kinds = [kind for kind in script.kinds if kind not in MODERN_KINDS]
+
+    async def main() -> None:
+        with trio.fail_after(EXAMPLE_DEADLINE):
+            async with running_bridge(
+                example_server(*setting.child_flags),
+                ["http://127.0.0.1:0/mcp"],
+                child_mode=child_mode,
+                limits=setting.limits,
+                restart_policy=setting.restart_policy,
+            ) as daemon:
+                port = int(daemon.addresses[0].rsplit(":", 1)[1].split("/")[0])
+                await run_sessions(port, scripts, setting.errors)
+                await poll(lambda: daemon.statistics().requests_in_flight == 0)
+                statistics = daemon.statistics()
+                assert statistics.child_garbage_lines == 0
+                if not setting.child_flags:
+                    assert statistics.child_restarts == 0
+
+    with watching_logs() as watch:
+        trio.run(main)
+    assert not watch.faults(), watch.faults()
