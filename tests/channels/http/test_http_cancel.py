@@ -26,7 +26,7 @@ def initialize() -> dict[str, Any]:
 async def test_a_request_cancelled_while_its_post_waits_for_the_answer_ends_as_an_event_stream_with_no_event() -> (
     None
 ):
-    # Found by tests/e2e/test_fuzz_daemon.py's HTTP run: the POST got 503 with a JSON-RPC error
+    # Found by tests/e2e/test_fuzz_daemon_http.py: the POST got 503 with a JSON-RPC error
     # whose id was null (a branch meant never to be taken), which an SDK client reports as an error.
     with trio.fail_after(TIMEOUT):
         async with running_bridge(
