@@ -1,12 +1,15 @@
-"""Fuzzing a whole daemon over Streamable HTTP: the clients of tests/e2e/test_fuzz_daemon.py, each
-a legacy session, every line a POST of its own (docs/design.md §8).
+"""Fuzzing a whole daemon over Streamable HTTP: the clients of tests/e2e/test_fuzz_daemon.py, every
+line a POST of its own (docs/design.md §8).
 
-Each client opens a session (``initialize``), then POSTs each of its lines at once, each on a
-connection of its own, so that they reach the daemon in any order and overlap; a client that
-vanishes closes each connection as soon as its POST is written, reading nothing. What the
-responses carry, JSON bodies and the events of event streams, is checked as the stream test checks
-a client's lines (:func:`daemon_fuzzing.check`), and a notification or a stray reply must get 202
-with no body. Legacy sessions only: the 2026-07-28 requests are left out of the scripts.
+Each client is a legacy session (opened with ``initialize``; the 2026-07-28 requests are left out
+of its script: their subscriptions' notifications belong on the session's GET stream, which it
+does not open) or a 2026-07-28 client (each request with the era's ``_meta`` and headers, no
+session). It POSTs each of its lines at once, each on a connection of its own, so that they
+reach the daemon in any order and overlap; a client that vanishes closes each connection as soon
+as its POST is written, reading nothing (which, over 2026-07-28, cancels the request). What the
+responses carry, JSON bodies and the events of event streams, is checked as the stream test
+checks a client's lines (:func:`daemon_fuzzing.check`); a notification must get 202 with no body,
+and so must a legacy client's stray reply (a 2026-07-28 client posts no replies: its are refused).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import trio
 from daemon_fuzzing import (
     EXAMPLE_DEADLINE,
     MODERN_KINDS,
+    MODERN_META,
     MODES,
     Expected,
     Script,
@@ -32,11 +36,34 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge._errors import REQUEST_TIMEOUT
+from channels import INVALID_REQUEST
 
 from conftest import example_server, poll, request, running_bridge
 from rawhttp import POST_HEADERS, RawHttp, Response, parse_events
 
 VERSION = "2025-06-18"  # a legacy version whose clients do not resume (no priming events)
+MODERN = "2026-07-28"
+
+
+def modern_post(line: bytes) -> tuple[bytes, list[tuple[str, str]]]:
+    """A line as a 2026-07-28 client POSTs it: a request with the era's ``_meta``, and the
+    headers that name its version, method and tool (a line that is not JSON goes as it is)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line, [*POST_HEADERS, ("mcp-protocol-version", MODERN)]
+    headers = [*POST_HEADERS, ("mcp-protocol-version", MODERN)]
+    if not isinstance(message, dict):
+        return line, headers
+    params = message.get("params")
+    if "id" in message and "method" in message and isinstance(params, dict | None):
+        params = {**(params or {}), "_meta": {**MODERN_META, **(params or {}).get("_meta", {})}}
+        message["params"] = params
+    if isinstance(message.get("method"), str):
+        headers.append(("mcp-method", message["method"]))
+        if message["method"] == "tools/call" and isinstance(params, dict):
+            headers.append(("mcp-name", params["name"]))
+    return json.dumps(message, ensure_ascii=False).encode(), headers
 
 
 def messages_of(response: Response) -> list[dict[str, Any]]:
@@ -66,21 +93,26 @@ async def open_session(port: int) -> list[tuple[str, str]]:
         assert response.json()["error"]["code"] == REQUEST_TIMEOUT, response
 
 
-async def run_sessions(port: int, scripts: list[Script], errors: frozenset[int]) -> None:
-    """Open a session per script, POST every line of every session at once, and check what each
-    session that stayed got."""
+async def run_clients(port: int, scripts: list[Script], modern: list[bool], errors: frozenset[int]) -> None:
+    """Open a session per legacy script, POST every line of every client at once, and check what
+    each client that stayed got."""
     expected = [Expected() for _ in scripts]
     lines = [lines_of(number, script, expected[number]) for number, script in enumerate(scripts)]
-    sessions = [await open_session(port) for _ in scripts]
+    for number, script in enumerate(scripts):
+        if modern[number]:  # a 2026-07-28 client posts no responses: each is refused, as a bad line
+            expected[number].bad += [INVALID_REQUEST] * script.kinds.count("stray")
+    sessions = [None if modern[number] else await open_session(port) for number in range(len(scripts))]
     received: list[list[dict[str, Any]]] = [[] for _ in scripts]
 
     async def post_line(number: int, line: bytes) -> None:
+        session = sessions[number]
+        body, headers = modern_post(line.rstrip(b"\n")) if session is None else (line.rstrip(b"\n"), session)
         client = await RawHttp.open(port)
         try:
-            if scripts[number].vanish:
-                await client.send_request("POST", "/mcp", sessions[number], line.rstrip(b"\n"))
+            if scripts[number].vanish:  # over 2026-07-28, closing the response cancels the request
+                await client.send_request("POST", "/mcp", headers, body)
                 return
-            response = await client.request("POST", "/mcp", sessions[number], line.rstrip(b"\n"))
+            response = await client.request("POST", "/mcp", headers, body)
         finally:
             await client.aclose()
         received[number].extend(messages_of(response))
@@ -91,7 +123,7 @@ async def run_sessions(port: int, scripts: list[Script], errors: frozenset[int])
                 nursery.start_soon(post_line, number, line)
     for number, script in enumerate(scripts):
         if not script.vanish:
-            check(number, expected[number], received[number], errors)
+            check(number, expected[number], received[number], errors, bad_line_codes=not modern[number])
 
 
 # Per connection, a session's child starts within its initialize, which a 5 ms request timeout
@@ -105,12 +137,15 @@ HTTP_MODES = [
 
 @pytest.mark.parametrize(("child_mode", "setting"), HTTP_MODES)
 @fuzz_settings(share=0.3)  # an example costs about 0.4 s here, several times a stream one
-@given(scripts=st.lists(scripts, min_size=2, max_size=4))
-def test_any_sessions_posts_get_exactly_their_own_replies_and_leave_nothing_behind(
-    child_mode: str, setting: Setting, scripts: list[Script]
+@given(
+    scripts=st.lists(scripts, min_size=2, max_size=4), modern=st.lists(st.booleans(), min_size=4, max_size=4)
+)
+def test_any_clients_posts_get_exactly_their_own_replies_and_leave_nothing_behind(
+    child_mode: str, setting: Setting, scripts: list[Script], modern: list[bool]
 ) -> None:
-    for script in scripts:
-        script.kinds = [kind for kind in script.kinds if kind not in MODERN_KINDS]
+    for number, script in enumerate(scripts):
+        if not modern[number]:
+            script.kinds = [kind for kind in script.kinds if kind not in MODERN_KINDS]
 
     async def main() -> None:
         with trio.fail_after(EXAMPLE_DEADLINE):
@@ -122,7 +157,7 @@ def test_any_sessions_posts_get_exactly_their_own_replies_and_leave_nothing_behi
                 restart_policy=setting.restart_policy,
             ) as daemon:
                 port = int(daemon.addresses[0].rsplit(":", 1)[1].split("/")[0])
-                await run_sessions(port, scripts, setting.errors)
+                await run_clients(port, scripts, modern, setting.errors)
                 await poll(lambda: daemon.statistics().requests_in_flight == 0)
                 statistics = daemon.statistics()
                 assert statistics.child_garbage_lines == 0
