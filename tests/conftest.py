@@ -540,6 +540,12 @@ async def python_output(script: str) -> str:
     return result.stdout.decode()
 
 
+async def python_json_lines(script: str) -> list[Any]:
+    """Each line ``python -c script`` prints (:func:`python_output`), decoded as JSON: how the
+    checks of a fresh interpreter report what it loaded. Callers bound it with fail_after."""
+    return [json.loads(line) for line in (await python_output(script)).splitlines()]
+
+
 def resident_bytes(pid: int) -> int:
     """A process's resident set size (``VmRSS`` in ``/proc/PID/status``)."""
     with open(f"/proc/{pid}/status") as status:

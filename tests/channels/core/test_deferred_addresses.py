@@ -8,11 +8,9 @@ interpreter, since this one has long imported every room.
 
 from __future__ import annotations
 
-import json
-
 import trio
 
-from conftest import python_output
+from conftest import python_json_lines
 
 TIMEOUT = 30  # seconds: one interpreter start-up, on a loaded CI machine
 
@@ -34,8 +32,7 @@ print(json.dumps([type(address).__name__, loaded()]))
 
 async def test_deferred_schemes_are_listed_at_once_and_parsing_one_imports_its_room() -> None:
     with trio.fail_after(TIMEOUT):
-        output = await python_output(SCRIPT)
-    first, after_unix, after_ws, after_http = (json.loads(line) for line in output.splitlines())
+        first, after_unix, after_ws, after_http = await python_json_lines(SCRIPT)
     schemes, loaded = first
     assert {"ws", "wss", "http", "https", "http+fd", "unix", "tcp"} <= set(schemes)
     assert loaded == []
@@ -69,8 +66,7 @@ print(json.dumps(type(channels.parse_address("ws://127.0.0.1:7300/")).__name__))
 
 async def test_a_kind_registered_for_a_deferred_scheme_is_kept_when_its_room_loads_later() -> None:
     with trio.fail_after(TIMEOUT):
-        output = await python_output(CLAIM_SCRIPT)
-    assert json.loads(output) == "MyWs"
+        assert await python_json_lines(CLAIM_SCRIPT) == ["MyWs"]
 
 
 SOCKETS_SCRIPT = """
@@ -89,8 +85,7 @@ print(json.dumps([type(channels.parse_address("fd:mcp")).__name__, loaded()]))
 
 async def test_the_socket_kinds_but_unix_are_listed_at_once_and_load_on_first_use() -> None:
     with trio.fail_after(TIMEOUT):
-        output = await python_output(SOCKETS_SCRIPT)
-    first, after_tcp, after_tls, after_fd = (json.loads(line) for line in output.splitlines())
+        first, after_tcp, after_tls, after_fd = await python_json_lines(SOCKETS_SCRIPT)
     schemes, loaded = first
     assert {"unix", "tcp", "tls", "stdio", "fd"} <= set(schemes)
     assert loaded == []

@@ -8,11 +8,9 @@ Each check runs in a fresh interpreter (this one has long imported everything) a
 
 from __future__ import annotations
 
-import json
-
 import trio
 
-from conftest import python_output
+from conftest import python_json_lines
 
 TIMEOUT = 30  # seconds: one interpreter start-up and the HTTP room's imports, on a loaded CI machine
 
@@ -50,8 +48,7 @@ print(json.dumps([HttpClientChannel.__name__, loaded()]))
 
 async def test_an_http_listener_loads_no_client_or_oauth_module_until_one_is_asked_for() -> None:
     with trio.fail_after(TIMEOUT):
-        output = await python_output(LISTENING)
-    serving, (name, after) = (json.loads(line) for line in output.splitlines())
+        serving, (name, after) = await python_json_lines(LISTENING)
     assert serving == []
     assert name == "HttpClientChannel"
     assert set(after) >= {"channels._http.client", "channels._mcp.client", "h11"}

@@ -6,7 +6,6 @@ remove what is not a socket, replace only a stale socket, remove on close only w
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat
@@ -28,7 +27,7 @@ from channels import (
     parse_address,
 )
 
-from conftest import channel_pair, python_output
+from conftest import channel_pair, python_json_lines
 
 TIMEOUT = 10
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -339,8 +338,7 @@ trio.run(main)
 
 async def test_a_tcp_listener_on_an_ip_address_loads_no_idna_codec_and_one_on_a_name_still_resolves() -> None:
     with trio.fail_after(30):  # one interpreter start-up, on a loaded CI machine
-        output = await python_output(IDNA_SCRIPT)
-    (ip_loaded, ip_addresses), (_, name_addresses) = (json.loads(line) for line in output.splitlines())
+        (ip_loaded, ip_addresses), (_, name_addresses) = await python_json_lines(IDNA_SCRIPT)
     assert not ip_loaded
     assert ip_addresses[0].startswith("tcp:127.0.0.1:")
     assert name_addresses

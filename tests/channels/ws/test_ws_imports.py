@@ -7,19 +7,16 @@ Each check runs in a fresh interpreter (this one has long imported everything) a
 
 from __future__ import annotations
 
-import json
-
 import trio
 
-from conftest import python_output
+from conftest import python_json_lines
 
 TIMEOUT = 30  # seconds: one interpreter start-up and the WebSocket room's imports, on a loaded CI machine
 
 
 async def lines_of(script: str) -> list[object]:
     with trio.fail_after(TIMEOUT):
-        output = await python_output(script)
-    return [json.loads(line) for line in output.splitlines()]
+        return await python_json_lines(script)
 
 
 # A ws:// listener without OAuth settings, opened and closed; then which OAuth and TLS modules are loaded.
