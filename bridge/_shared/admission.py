@@ -2,12 +2,14 @@
 
 A request is refused here when the bridge is stopping, when its id is already in flight for that
 client or when the client has too many, and a ``tools/call`` the client's scopes do not allow
-(:mod:`bridge._relay.scopes`); a legacy client's ``initialize`` after the first is
-answered from the cached handshake; a request that arrives while the child restarts waits up to
-``CHILD_READY_TIMEOUT`` for it. A request admitted gets a wire id (the router's) and, with a
-request timeout, a deadline: :meth:`Admission.expire_requests` answers it with ``-32001`` when
-the deadline passes, and cancels it at the child separately, as the child reads (docs/design.md
-§5.1): a child that reads nothing holds up no client's answer.
+(:mod:`bridge._relay.scopes`); a legacy client's ``initialize`` after the first is answered from
+the cached handshake; a request that arrives while the child restarts waits up to
+``CHILD_READY_TIMEOUT`` for it. Taking a message never waits (:meth:`Admission.admit`); the two
+waits are :meth:`Admission.admit_waiting`'s, after the caller has sent what it admitted before,
+so that one client's read is admitted without a checkpoint. A request admitted gets a wire id
+(the router's) and, with a request timeout, a deadline: :meth:`Admission.expire_requests`
+answers it with ``-32001`` when the deadline passes, and cancels it at the child separately, as
+the child reads (docs/design.md §5.1): a child that reads nothing holds up no client's answer.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .._limits import Limits
 from .._relay.cancellations import TimeoutCancellations
 from .._relay.inflight import DuplicateRequest, TooManyRequests
 from .._relay.scopes import ToolScopes
-from .clients import Client
+from .clients import MUST_WAIT, Client, MustWait
 from .handshake import Handshake
 from .router import ClientKey, Router
 
@@ -79,20 +81,6 @@ class Admission:
         """
         return self._ready.is_set()
 
-    def may_wait(self, message: JSONObject) -> bool:
-        """Whether :meth:`admit` may wait before it takes or answers ``message``.
-
-        It waits for the child to be ready, and a later ``initialize`` for the first client's
-        handshake while that is still at the child. A caller holding messages already admitted
-        sends them first: the handshake it would wait for may be among them (one client's two
-        ``initialize`` requests in one read).
-        """
-        if "id" not in message or "method" not in message:
-            return False  # a notification or a response: never waits
-        if message["method"] == "initialize" and self._handshake.wire_id is not None:
-            return True
-        return not self._ready.is_set()
-
     def child_ready(self) -> None:
         """A child is serving: requests go to it."""
         self._ready.set()
@@ -102,8 +90,15 @@ class Admission:
         self._ready = trio.Event()
         self._cancellations.clear()
 
-    async def admit(self, client: Client, message: JSONObject) -> JSONObject | None:
-        """The child's copy of a client message, or None if it is answered or dropped here."""
+    def admit(self, client: Client, message: JSONObject) -> JSONObject | MustWait | None:
+        """The child's copy of a client message, or None if it is answered or dropped here.
+
+        :data:`MUST_WAIT` if it cannot be taken now: the child is not ready, or it is a later
+        ``initialize``, answered from the first client's handshake once that is done. The caller
+        then sends what it admitted before it (the handshake it waits for may be among them: one
+        client's two ``initialize`` requests in one read) and calls :meth:`admit_waiting`.
+        Taking a message never waits, so a read's messages are admitted without a checkpoint.
+        """
         if "id" not in message:  # a notification (kind(), inlined: one per request)
             method = message["method"]
             if method == "notifications/cancelled":
@@ -131,24 +126,9 @@ class Admission:
         if message["method"] == "initialize":
             client.legacy = True
             if self._handshake.result is not None or self._handshake.wire_id is not None:
-                await self._handshake.answer(client.key, request_id)
-                return None
+                return MUST_WAIT
         if not self._ready.is_set():
-            with trio.move_on_after(CHILD_READY_TIMEOUT):
-                await self._ready.wait()
-            if not self._ready.is_set():
-                self._deliver(
-                    client.key,
-                    error_response(
-                        request_id,
-                        CONNECTION_CLOSED,
-                        "Connection closed",
-                        "child-restarting",
-                        detail=f"the shared child was not back within {CHILD_READY_TIMEOUT:g}s",
-                    ),
-                    256,
-                )
-                return None
+            return MUST_WAIT
         try:
             routed = self._router.client_request(client.key, message)
         except DuplicateRequest:
@@ -168,6 +148,38 @@ class Admission:
             self._deadlines.append((trio.current_time() + self.limits.request_timeout, routed["id"]))
             self._deadline_added.set()
         return routed
+
+    async def admit_waiting(self, client: Client, message: JSONObject) -> JSONObject | None:
+        """:meth:`admit` for a request it said must wait: wait for what it needs, then admit it.
+
+        A later ``initialize`` is answered from the first client's handshake (waiting, bounded,
+        for it); any other request waits up to :data:`CHILD_READY_TIMEOUT` for the child.
+        """
+        while True:
+            if message["method"] == "initialize" and (
+                self._handshake.result is not None or self._handshake.wire_id is not None
+            ):
+                await self._handshake.answer(client.key, message["id"])
+                return None
+            if not self._ready.is_set():
+                with trio.move_on_after(CHILD_READY_TIMEOUT):
+                    await self._ready.wait()
+                if not self._ready.is_set():
+                    self._deliver(
+                        client.key,
+                        error_response(
+                            message["id"],
+                            CONNECTION_CLOSED,
+                            "Connection closed",
+                            "child-restarting",
+                            detail=f"the shared child was not back within {CHILD_READY_TIMEOUT:g}s",
+                        ),
+                        256,
+                    )
+                    return None
+            admitted = self.admit(client, message)  # what changed while it waited counts too
+            if admitted is not MUST_WAIT:
+                return admitted
 
     async def expire_requests(
         self, timeout: float, send_to_child: Callable[[Sequence[JSONObject]], Awaitable[bool]]

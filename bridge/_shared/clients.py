@@ -10,10 +10,11 @@ own: its messages go onto the channel at once, and what waits there is bounded a
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 import trio
@@ -253,15 +254,28 @@ class Clients:
             del batch  # not kept while waiting: a 16 MiB reply is freed once written
 
 
+class MustWait(enum.Enum):
+    """What admission answers for a request it cannot take without waiting (Admission.admit).
+
+    An enum of one member, so that ``is MUST_WAIT`` narrows the answer's type.
+    """
+
+    MUST_WAIT = enum.auto()
+
+
+MUST_WAIT: Final = MustWait.MUST_WAIT
+
+
 @attrs.define(eq=False)
 class ClientReader:
     """Reads one client at a time: bad input is answered, admitted messages go to the child.
 
     Args:
         limits: bounds and timeouts (``max_consecutive_errors``, ``send_timeout``).
-        admit: the child's copy of a valid client message, or None if it was answered or dropped.
-        may_wait: whether ``admit`` may wait before it takes a message (what was admitted before
-            it is sent first).
+        admit: the child's copy of a valid client message, None if it was answered or dropped,
+            or ``MUST_WAIT`` (:meth:`Admission.admit`).
+        admit_waiting: the same for a message ``admit`` said must wait, once what was admitted
+            before it is sent.
         send_to_child_checked: forwards admitted messages; requests that cannot reach the child
             are answered.
         deliver: queues a message for a client.
@@ -270,8 +284,8 @@ class ClientReader:
     """
 
     limits: Limits
-    _admit: Callable[[Client, JSONObject], Awaitable[JSONObject | None]]
-    _may_wait: Callable[[JSONObject], bool]
+    _admit: Callable[[Client, JSONObject], JSONObject | MustWait | None]
+    _admit_waiting: Callable[[Client, JSONObject], Awaitable[JSONObject | None]]
     _send_to_child_checked: Callable[[Sequence[JSONObject]], Awaitable[None]]
     _deliver: Callable[[ClientKey, JSONObject, int], None]
     _drop: Callable[[Client, str, str], None]
@@ -316,10 +330,12 @@ class ClientReader:
                     return -1
                 continue
             consecutive_errors = 0
-            if forward and self._may_wait(item):  # what it waits for may be in ``forward``
-                await self._send_to_child_checked(forward)
-                forward = []
-            routed = await self._admit(client, item)
+            routed = self._admit(client, item)
+            if routed is MUST_WAIT:
+                if forward:  # what it waits for may be among them
+                    await self._send_to_child_checked(forward)
+                    forward = []
+                routed = await self._admit_waiting(client, item)
             if routed is not None:
                 forward.append(routed)
         await self._send_to_child_checked(forward)

@@ -54,7 +54,7 @@ from .._limits import Limits
 from .._relay.idle import IdleWatch
 from .._relay.scopes import ToolScopes
 from .admission import Admission
-from .clients import Client, ClientReader, Clients, direct_channel
+from .clients import MUST_WAIT, Client, ClientReader, Clients, direct_channel
 from .handshake import Handshake
 from .link import ChildLink
 from .router import ClientKey, Router
@@ -115,7 +115,7 @@ class SharedChild:
         self._reader = ClientReader(
             limits,
             admission.admit,
-            admission.may_wait,
+            admission.admit_waiting,
             link.send_checked,
             clients.deliver,
             clients.drop,
@@ -229,12 +229,16 @@ class SharedChild:
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # it was closed first
             else:
-                if self._admission.admits_at_once and self._link.takes_one_at_once:
+                routed = (
+                    self._admission.admit(client, request)
+                    if self._admission.admits_at_once and self._link.takes_one_at_once
+                    else MUST_WAIT
+                )
+                if routed is not MUST_WAIT:
                     # Admitted and written or queued for the child without a checkpoint: nothing for
                     # stopping the client to cancel, so no scope is entered (trio's costs a
                     # generator context manager). The request is valid (the exchange was made
                     # with it): ClientReader.forward's handling of bad input has nothing to do.
-                    routed = await self._admission.admit(client, request)
                     if routed is not None:
                         await self._link.send_checked((routed,))
                 else:
