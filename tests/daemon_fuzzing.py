@@ -103,10 +103,15 @@ MODES = [
     pytest.param(mode, setting, id=f"{mode}-{setting.name}")
     for mode in ("shared", "per-connection")
     for setting in SETTINGS
-    # Per connection, a child's exit ends its connection, and what the client writes after that
-    # may go unanswered (docs/design.md §5.1): the soak covers that case.
-    if not (mode == "per-connection" and setting.child_flags)
 ]
+
+
+def cut_short(child_mode: str, setting: Setting) -> bool:
+    """Whether a client's requests may go unanswered: per connection, a child's exit ends its
+    connection, and what the client writes after that may be dropped (docs/design.md §5.1)."""
+    return child_mode == "per-connection" and bool(setting.child_flags)
+
+
 # A client's bad lines stay below the run that ends its connection (the relay's own test covers it).
 MAX_BAD_LINES = Limits().max_consecutive_errors - 1
 

@@ -46,7 +46,17 @@ from typing import Any
 
 import pytest
 import trio
-from daemon_fuzzing import EXAMPLE_DEADLINE, MODES, Expected, Script, Setting, check, lines_of, scripts
+from daemon_fuzzing import (
+    EXAMPLE_DEADLINE,
+    MODES,
+    Expected,
+    Script,
+    Setting,
+    check,
+    cut_short,
+    lines_of,
+    scripts,
+)
 from fuzzing import fuzz_settings, watching_logs
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,18 +73,22 @@ async def run_clients(
     errors: frozenset[int],
     stop: Callable[[], object] | None = None,
     stop_at: int = 0,
+    *,
+    cut: bool = False,
 ) -> None:
     """Connect a client per script, write their lines in ``order`` (a client's number per line),
     end each, read each that stayed to its end, and check what it got.
 
     With ``stop``, call it before the line at ``stop_at`` in ``order``: the bridge may then close
-    a connection before its client is done writing (what it writes after is dropped here).
+    a connection before its client is done writing (what it writes after is dropped here), as it
+    may with ``cut`` (:func:`daemon_fuzzing.cut_short`).
     """
+    cut = cut or stop is not None
     expected = [Expected() for _ in scripts]
     lines = [lines_of(number, script, expected[number]) for number, script in enumerate(scripts)]
     clients = [await LineClient.open(address) for _ in scripts]
     received: list[list[dict[str, Any]]] = [[] for _ in scripts]
-    ignored = (trio.BrokenResourceError, trio.ClosedResourceError) if stop is not None else ()
+    ignored = (trio.BrokenResourceError, trio.ClosedResourceError) if cut else ()
 
     async def read(number: int) -> None:
         received[number] = await clients[number].receive_until_eof()
@@ -108,7 +122,7 @@ async def run_clients(
                 await write(number, None)
     for number, script in enumerate(scripts):
         if not script.vanish:
-            check(number, expected[number], received[number], errors, cut_short=stop is not None)
+            check(number, expected[number], received[number], errors, cut_short=cut)
             await clients[number].aclose()
 
 
@@ -144,7 +158,9 @@ def test_any_clients_messages_get_exactly_their_own_replies_and_leave_nothing_be
                 limits=setting.limits,
                 restart_policy=setting.restart_policy,
             ) as daemon:
-                await run_clients(daemon.addresses[0], scripts, order, setting.errors)
+                await run_clients(
+                    daemon.addresses[0], scripts, order, setting.errors, cut=cut_short(child_mode, setting)
+                )
                 await served(daemon.addresses[0], setting.errors)
                 children_left = 1 if child_mode == "shared" else 0
                 await poll(
