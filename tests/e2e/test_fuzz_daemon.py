@@ -32,6 +32,10 @@ child restarted only if made to crash, a client arriving afterwards is served, a
 client has gone no request is left in flight, no connection open and no child of a connection's
 left running.
 
+Per connection with a crashing child, the child's exit ends its connection, and what the client
+wrote after may go unanswered (docs/design.md §5.1): there everything holds at most once
+(:func:`daemon_fuzzing.cut_short`).
+
 A second test stops the daemon gracefully before a line Hypothesis picks: what a client wrote once
 the bridge stopped reading may go unanswered (docs/design.md §5.1), so everything above holds at
 most once, a call may get ``-32000`` instead, and once the daemon has returned no child is left.
