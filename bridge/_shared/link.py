@@ -41,7 +41,7 @@ from .._relay.strays import StrayReplies
 from .._relay.writers import BATCH
 from .clients import Client
 from .handshake import REPLAY_ID, Handshake
-from .router import ClientKey, Router, names_a_subscription
+from .router import ClientKey, Router, subscription_meta
 
 logger = logging.getLogger("bridge.shared")
 
@@ -264,7 +264,7 @@ class ChildLink:
             routed = self._router.child_cancel(message)
         else:
             routed = self._router.child_subscription(message)
-            if routed is None and names_a_subscription(message):
+            if routed is None and subscription_meta(message) is not None:
                 return  # its subscription is over (cancelled, or its client left): nobody's now
             if routed is None and method == "notifications/message":
                 in_flight = self._router.clients_in_flight()

@@ -39,18 +39,17 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 _NO_TOKEN = object()
 
-
 # Wire ids of requests the bridge stopped waiting for (cancelled, timed out, their client gone),
 # remembered so that the child's late reply to one is told from a stray one (a duplicate, an
 # unknown id). Four times inflight.REMEMBERED_CANCELLATIONS: one child serves many clients.
 FORGOTTEN_WIRE_IDS = 1024
 
 
-def names_a_subscription(message: JSONObject) -> bool:
-    """Whether a notification is tagged with a subscription id, whether or not it is still open."""
+def subscription_meta(message: JSONObject) -> dict[str, Any] | None:
+    """The ``_meta`` of a notification tagged with a subscription id, open or over; else None."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and SUBSCRIPTION_ID in meta
+    return meta if isinstance(meta, dict) and SUBSCRIPTION_ID in meta else None
 
 
 # Not attrs.frozen: a frozen __init__ sets each field through object.__setattr__, a measurable part
@@ -273,16 +272,15 @@ class Router:
 
         ``None`` if it is not tagged, or the subscription is over.
         """
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if not isinstance(meta, dict) or SUBSCRIPTION_ID not in meta:
+        meta = subscription_meta(message)
+        if meta is None:
             return None
         wire = meta[SUBSCRIPTION_ID]
         pending = self._pending.get(wire) if type(wire) is int else None
         if pending is None:
             return None
         restored = {**meta, SUBSCRIPTION_ID: pending.request_id}
-        return pending.client, {**message, "params": {**params, "_meta": restored}}  # type: ignore[dict-item]
+        return pending.client, {**message, "params": {**message["params"], "_meta": restored}}
 
     def child_cancel(self, message: JSONObject) -> tuple[ClientKey, JSONObject] | None:
         """The child cancels a request it sent a client: to that client, with its id."""
