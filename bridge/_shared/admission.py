@@ -125,7 +125,7 @@ class Admission:
                 return None
         if message["method"] == "initialize":
             client.legacy = True
-            if self._handshake.result is not None or self._handshake.wire_id is not None:
+            if self._handshake.taken:
                 return MUST_WAIT
         if not self._ready.is_set():
             return MUST_WAIT
@@ -156,9 +156,7 @@ class Admission:
         for it); any other request waits up to :data:`CHILD_READY_TIMEOUT` for the child.
         """
         while True:
-            if message["method"] == "initialize" and (
-                self._handshake.result is not None or self._handshake.wire_id is not None
-            ):
+            if message["method"] == "initialize" and self._handshake.taken:
                 await self._handshake.answer(client.key, message["id"])
                 return None
             if not self._ready.is_set():

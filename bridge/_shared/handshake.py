@@ -52,6 +52,14 @@ class Handshake:
     _replayed: trio.Event = attrs.field(init=False, factory=trio.Event)
     _replay_reply: JSONObject | None = attrs.field(init=False, default=None)
 
+    @property
+    def taken(self) -> bool:
+        """Whether the first client's ``initialize`` is at the child or answered.
+
+        A later one is then answered from it (:meth:`answer`).
+        """
+        return self.result is not None or self.wire_id is not None
+
     def answered(self, message: JSONObject) -> None:
         """The child answered the first client's ``initialize`` (``wire_id``) with ``message``."""
         self._settle(message.get("result"))
