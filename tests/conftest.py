@@ -202,6 +202,25 @@ def result_text(reply: dict[str, Any]) -> str:
     return reply["result"]["content"][0]["text"]
 
 
+LEGACY_VERSION = "2025-06-18"  # a legacy version whose clients do not resume (no priming events)
+# A 2026-07-28 request's ``_meta``: the era's version and the client's (empty) capabilities.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def initialize(request_id: Any = 1, version: str = LEGACY_VERSION) -> dict[str, Any]:
+    """A legacy client's ``initialize`` request."""
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    return request(request_id, "initialize", params)
+
+
+def http_port(address: str) -> int:
+    """The port of a bound HTTP or WebSocket address (``http://127.0.0.1:PORT/mcp``)."""
+    return int(address.rsplit(":", 1)[1].split("/")[0])
+
+
 # -- an independent client ----------------------------------------------------------------------
 
 

@@ -9,20 +9,11 @@ import trio.testing
 
 from bridge._shared.handshake import HANDSHAKE_TIMEOUT
 
-from conftest import LineClient, example_server, poll, request, running_bridge
+from conftest import LineClient, example_server, initialize, poll, running_bridge
 
 # Well under HANDSHAKE_TIMEOUT: a later initialize must not wait that out to be answered.
 TIMEOUT = 10
 assert TIMEOUT < HANDSHAKE_TIMEOUT
-
-
-def initialize(request_id: int) -> dict[str, object]:
-    params = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    }
-    return request(request_id, "initialize", params)
 
 
 async def test_a_clients_initialize_read_with_the_one_it_waits_for_is_answered_from_that_handshake(sock_dir):

@@ -6,7 +6,7 @@ import sys
 
 import trio
 
-from conftest import LineClient, poll, request, running_bridge
+from conftest import MODERN_META, LineClient, initialize, poll, request, running_bridge
 
 TIMEOUT = 10
 
@@ -33,15 +33,6 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}), flush=True)
 """,
 )
-LEGACY_INITIALIZE = {
-    "protocolVersion": "2025-06-18",
-    "capabilities": {},
-    "clientInfo": {"name": "a", "version": "1"},
-}
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 async def test_a_notification_of_a_subscription_that_is_over_reaches_no_client(sock_dir):
@@ -52,7 +43,7 @@ async def test_a_notification_of_a_subscription_that_is_over_reaches_no_client(s
             HOLDS_A_SUBSCRIPTION, [f"unix:{sock_dir}/s.sock"], child_mode="shared"
         ) as daemon:
             legacy, modern = [await LineClient.open(daemon.addresses[0]) for _ in range(2)]
-            await legacy.send(request(1, "initialize", LEGACY_INITIALIZE))
+            await legacy.send(initialize(1))
             assert (await legacy.receive())["id"] == 1
             listen = {"notifications": {"resourceSubscriptions": ["example://a"]}, "_meta": MODERN_META}
             await modern.send(request("sub", "subscriptions/listen", listen))

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 
 from bridge import Limits
 
-from conftest import call, example_server, poll, request, running_bridge
+from conftest import LEGACY_VERSION, call, example_server, http_port, initialize, poll, running_bridge
 from rawhttp import POST_HEADERS, RawHttp, Response, post
 
 TIMEOUT = 20
-VERSION = "2025-06-18"
 # The child sleeps far past the test; stopping it then takes no longer than this after its stdin
 # closes (it is asleep, so SIGTERM ends it).
 QUICK_STOP = Limits(stop_stdin_timeout=0.1)
-
-
-def initialize() -> dict[str, Any]:
-    params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    return request(1, "initialize", params)
 
 
 async def test_a_request_cancelled_while_its_post_waits_for_the_answer_ends_as_an_event_stream_with_no_event() -> (
@@ -32,11 +24,11 @@ async def test_a_request_cancelled_while_its_post_waits_for_the_answer_ends_as_a
         async with running_bridge(
             example_server(), ["http://127.0.0.1:0/mcp"], child_mode="shared", limits=QUICK_STOP
         ) as daemon:
-            port = int(daemon.addresses[0].rsplit(":", 1)[1].split("/")[0])
+            port = http_port(daemon.addresses[0])
             opened = await post(port, initialize())
             session = [
                 ("mcp-session-id", opened.header("mcp-session-id") or ""),
-                ("mcp-protocol-version", VERSION),
+                ("mcp-protocol-version", LEGACY_VERSION),
             ]
             responses: list[Response] = []
 
