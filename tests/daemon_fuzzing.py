@@ -13,17 +13,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import attrs
 import pytest
 from hypothesis import strategies as st
 
-from bridge import Limits
+from bridge import Daemon, Limits
 from bridge._child.supervisor import RestartPolicy
 from bridge._errors import CONNECTION_CLOSED, REQUEST_TIMEOUT, TOO_MANY_REQUESTS
 
-from conftest import call, request, result_text
+from conftest import MODERN_META, call, example_server, initialize, request, result_text, running_bridge
 
 # Seconds one example may take: a daemon and its child started, a few dozen messages, each client's
 # end; the child answers one request at a time, and its sleeps add up to at most a second.
@@ -57,11 +58,7 @@ KINDS = (
     *MODERN_KINDS,
     *("cancel", "again", "notify", "stray", "bad"),
 )
-# A 2026-07-28 request's ``_meta``, and the tag its subscription notifications carry.
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
+# The tag a 2026-07-28 subscription's notifications carry.
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 # What the example server sends for a ``subscriptions/listen`` before its result: an
 # acknowledgement and one update, each tagged with the request's id.
@@ -112,6 +109,30 @@ def cut_short(child_mode: str, setting: Setting) -> bool:
     return child_mode == "per-connection" and bool(setting.child_flags)
 
 
+def fuzzed_daemon(
+    setting: Setting, child_mode: str, address: str, limits: Limits | None = None
+) -> AbstractAsyncContextManager[Daemon]:
+    """A daemon on ``address`` serving the example server as ``setting`` runs it (``limits``, if
+    given, in place of the setting's), in this process, for the block."""
+    return running_bridge(
+        example_server(*setting.child_flags),
+        [address],
+        child_mode=child_mode,
+        limits=limits or setting.limits,
+        restart_policy=setting.restart_policy,
+    )
+
+
+def check_left_clean(daemon: Daemon, setting: Setting) -> None:
+    """Once every client has gone: no request in flight, no child wrote junk, and the shared child
+    restarted only if ``setting`` makes it crash."""
+    statistics = daemon.statistics()
+    assert statistics.requests_in_flight == 0
+    assert statistics.child_garbage_lines == 0
+    if not setting.child_flags:
+        assert statistics.child_restarts == 0
+
+
 # A client's bad lines stay below the run that ends its connection (the relay's own test covers it).
 MAX_BAD_LINES = Limits().max_consecutive_errors - 1
 
@@ -142,14 +163,6 @@ class Expected:
 def key(value: Any) -> str:
     """An id or token as its type and value: ``1`` and ``"1"`` (and ``True``) stay apart."""
     return f"{type(value).__name__}:{value!r}"
-
-
-def initialize(request_id: Any) -> dict[str, Any]:
-    return request(
-        request_id,
-        "initialize",
-        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}},
-    )
 
 
 def request_of(

@@ -156,8 +156,13 @@ def run_example(
             async with echo_listener(address, options) as bound:
                 await scenario(bound)
 
+    run_logged(main)
+
+
+def run_logged(main: Callable[..., Awaitable[object]], *args: object) -> None:
+    """``trio.run(main, *args)``, then check that nothing was logged with a traceback or at ERROR."""
     with watching_logs() as watch:
-        trio.run(main)
+        trio.run(main, *args)
     assert not watch.faults(), watch.faults()
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -53,21 +53,24 @@ import trio
 from daemon_fuzzing import (
     EXAMPLE_DEADLINE,
     MODES,
+    SETTINGS,
     Expected,
     Script,
     Setting,
     check,
+    check_left_clean,
     cut_short,
+    fuzzed_daemon,
     lines_of,
     scripts,
 )
-from fuzzing import fuzz_settings, watching_logs
+from fuzzing import fuzz_settings, run_logged
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge import Limits
 
-from conftest import LineClient, example_server, poll, result_text, running_bridge
+from conftest import LineClient, poll, result_text
 
 
 async def run_clients(
@@ -142,26 +145,32 @@ async def served(address: str, errors: frozenset[int]) -> None:
     await client.aclose()
 
 
+def draw_order(data: st.DataObject, scripts: list[Script]) -> list[int]:
+    """The order of every client's lines: a client's number per line."""
+    total = sum(len(script.kinds) for script in scripts)
+    return data.draw(
+        st.lists(st.integers(0, len(scripts) - 1), min_size=total, max_size=total), label="order"
+    )
+
+
+def run_on_a_socket(main: Callable[[str], Awaitable[None]]) -> None:
+    """Run ``main(address)``, a Unix socket address in a directory of its own, as
+    :func:`fuzzing.run_logged` does."""
+    with tempfile.TemporaryDirectory(prefix="mb-", dir="/tmp") as directory:
+        run_logged(main, f"unix:{directory}/s.sock")
+
+
 @pytest.mark.parametrize(("child_mode", "setting"), MODES)
 @fuzz_settings(share=0.5)
 @given(scripts=st.lists(scripts, min_size=2, max_size=4), data=st.data())
 def test_any_clients_messages_get_exactly_their_own_replies_and_leave_nothing_behind(
     child_mode: str, setting: Setting, scripts: list[Script], data: st.DataObject
 ) -> None:
-    total = sum(len(script.kinds) for script in scripts)
-    order = data.draw(
-        st.lists(st.integers(0, len(scripts) - 1), min_size=total, max_size=total), label="order"
-    )
+    order = draw_order(data, scripts)
 
-    async def main(directory: str) -> None:
+    async def main(address: str) -> None:
         with trio.fail_after(EXAMPLE_DEADLINE):
-            async with running_bridge(
-                example_server(*setting.child_flags),
-                [f"unix:{directory}/s.sock"],
-                child_mode=child_mode,
-                limits=setting.limits,
-                restart_policy=setting.restart_policy,
-            ) as daemon:
+            async with fuzzed_daemon(setting, child_mode, address) as daemon:
                 await run_clients(
                     daemon.addresses[0], scripts, order, setting.errors, cut=cut_short(child_mode, setting)
                 )
@@ -172,15 +181,9 @@ def test_any_clients_messages_get_exactly_their_own_replies_and_leave_nothing_be
                         (daemon.statistics().connections, daemon.statistics().children) == (0, children_left)
                     )
                 )
-                statistics = daemon.statistics()
-                assert statistics.requests_in_flight == 0
-                assert statistics.child_garbage_lines == 0
-                if not setting.child_flags:
-                    assert statistics.child_restarts == 0
+                check_left_clean(daemon, setting)
 
-    with watching_logs() as watch, tempfile.TemporaryDirectory(prefix="mb-", dir="/tmp") as directory:
-        trio.run(main, directory)
-    assert not watch.faults(), watch.faults()
+    run_on_a_socket(main)
 
 
 # A stop drains for this long at most: every call here is done in well under a second.
@@ -193,20 +196,13 @@ QUICK_DRAIN = Limits(drain_timeout=2.0)
 def test_a_graceful_stop_amid_any_clients_messages_answers_each_request_at_most_once_and_stops_every_child(
     child_mode: str, scripts: list[Script], data: st.DataObject
 ) -> None:
-    total = sum(len(script.kinds) for script in scripts)
-    order = data.draw(
-        st.lists(st.integers(0, len(scripts) - 1), min_size=total, max_size=total), label="order"
-    )
-    stop_at = data.draw(st.integers(0, total), label="stop at")
+    order = draw_order(data, scripts)
+    stop_at = data.draw(st.integers(0, len(order)), label="stop at")
 
-    async def main(directory: str) -> None:
+    async def main(address: str) -> None:
         with trio.fail_after(EXAMPLE_DEADLINE):
-            async with running_bridge(
-                example_server(), [f"unix:{directory}/s.sock"], child_mode=child_mode, limits=QUICK_DRAIN
-            ) as daemon:
+            async with fuzzed_daemon(SETTINGS[0], child_mode, address, QUICK_DRAIN) as daemon:
                 await run_clients(daemon.addresses[0], scripts, order, frozenset(), daemon.stop, stop_at)
         assert daemon.statistics().children == 0
 
-    with watching_logs() as watch, tempfile.TemporaryDirectory(prefix="mb-", dir="/tmp") as directory:
-        trio.run(main, directory)
-    assert not watch.faults(), watch.faults()
+    run_on_a_socket(main)

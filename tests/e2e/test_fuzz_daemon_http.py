@@ -22,38 +22,38 @@ import trio
 from daemon_fuzzing import (
     EXAMPLE_DEADLINE,
     MODERN_KINDS,
-    MODERN_META,
     MODES,
     SETTINGS,
     Expected,
     Script,
     Setting,
     check,
+    check_left_clean,
+    fuzzed_daemon,
     lines_of,
     scripts,
 )
-from fuzzing import fuzz_settings, watching_logs
+from fuzzing import fuzz_settings, run_logged
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge._errors import REQUEST_TIMEOUT
 from channels import INVALID_REQUEST
 
-from conftest import example_server, poll, request, running_bridge
+from conftest import LEGACY_VERSION, MODERN_META, http_port, initialize, poll
 from rawhttp import POST_HEADERS, RawHttp, Response, parse_events
 
-VERSION = "2025-06-18"  # a legacy version whose clients do not resume (no priming events)
-MODERN = "2026-07-28"
+MODERN = MODERN_META["io.modelcontextprotocol/protocolVersion"]
 
 
 def modern_post(line: bytes) -> tuple[bytes, list[tuple[str, str]]]:
     """A line as a 2026-07-28 client POSTs it: a request with the era's ``_meta``, and the
     headers that name its version, method and tool (a line that is not JSON goes as it is)."""
+    headers: list[tuple[str, str]] = [*POST_HEADERS, ("mcp-protocol-version", MODERN)]
     try:
         message = json.loads(line)
     except ValueError:
-        return line, [*POST_HEADERS, ("mcp-protocol-version", MODERN)]
-    headers = [*POST_HEADERS, ("mcp-protocol-version", MODERN)]
+        return line, headers
     if not isinstance(message, dict):
         return line, headers
     params = message.get("params")
@@ -82,15 +82,14 @@ def messages_of(response: Response) -> list[dict[str, Any]]:
 async def open_session(port: int) -> list[tuple[str, str]]:
     """The headers of a new legacy session's POSTs. Under a request timeout its ``initialize`` may
     time out (the session then ends with it): it is tried again until it opens one."""
-    params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}
     while True:
         client = await RawHttp.open(port)
-        response = await client.request("POST", "/mcp", POST_HEADERS, request("open", "initialize", params))
+        response = await client.request("POST", "/mcp", POST_HEADERS, initialize("open"))
         await client.aclose()
         assert response.status == 200, response
         if "result" in response.json():
             session = response.header("mcp-session-id") or ""
-            return [*POST_HEADERS, ("mcp-session-id", session), ("mcp-protocol-version", VERSION)]
+            return [*POST_HEADERS, ("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)]
         assert response.json()["error"]["code"] == REQUEST_TIMEOUT, response
 
 
@@ -130,9 +129,7 @@ async def run_clients(port: int, scripts: list[Script], modern: list[bool], erro
 # Per connection, a session's child starts within its initialize, which a 5 ms request timeout
 # never leaves it time for (no session could open), and a crashing child ends its session (and
 # a later POST's 404 carries -32001, as a timeout does).
-HTTP_MODES = [
-    mode for mode in MODES if not (mode.values[0] == "per-connection" and mode.values[1] != SETTINGS[0])
-]
+HTTP_MODES = [mode for mode in MODES if mode.values[0] == "shared" or mode.values[1] == SETTINGS[0]]
 
 
 @pytest.mark.parametrize(("child_mode", "setting"), HTTP_MODES)
@@ -149,21 +146,9 @@ def test_any_clients_posts_get_exactly_their_own_replies_and_leave_nothing_behin
 
     async def main() -> None:
         with trio.fail_after(EXAMPLE_DEADLINE):
-            async with running_bridge(
-                example_server(*setting.child_flags),
-                ["http://127.0.0.1:0/mcp"],
-                child_mode=child_mode,
-                limits=setting.limits,
-                restart_policy=setting.restart_policy,
-            ) as daemon:
-                port = int(daemon.addresses[0].rsplit(":", 1)[1].split("/")[0])
-                await run_clients(port, scripts, modern, setting.errors)
+            async with fuzzed_daemon(setting, child_mode, "http://127.0.0.1:0/mcp") as daemon:
+                await run_clients(http_port(daemon.addresses[0]), scripts, modern, setting.errors)
                 await poll(lambda: daemon.statistics().requests_in_flight == 0)
-                statistics = daemon.statistics()
-                assert statistics.child_garbage_lines == 0
-                if not setting.child_flags:
-                    assert statistics.child_restarts == 0
+                check_left_clean(daemon, setting)
 
-    with watching_logs() as watch:
-        trio.run(main)
-    assert not watch.faults(), watch.faults()
+    run_logged(main)
